@@ -1,0 +1,31 @@
+"""inertia: a differentiable physics engine on NVIDIA Warp.
+
+    import inertia
+    builder = inertia.ModelBuilder()            # Z up, SI units
+    ...
+    model = builder.finalize()
+    solver = inertia.SemiImplicitSolver(model)
+"""
+
+from .builder import ModelBuilder
+from .contacts import ContactOverflowError, Contacts
+from .diagnostics import NonFiniteError
+from .materials import lame_from_young
+from .model import Model
+from .state import Control, State
+from .solvers import SemiImplicitSolver, SolverBase
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ModelBuilder",
+    "Model",
+    "State",
+    "Control",
+    "Contacts",
+    "ContactOverflowError",
+    "NonFiniteError",
+    "SemiImplicitSolver",
+    "SolverBase",
+    "lame_from_young",
+]

@@ -1,0 +1,320 @@
+"""ModelBuilder: script a scene in Python, then ``finalize()`` it into a :class:`Model`.
+
+Units are SI (metres, kilograms, seconds, newtons); Z is up unless ``up_axis``
+says otherwise. Every ``add_*`` call validates its input at once, so a bad
+index or a NaN is reported where it was written, not a thousand steps later.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import warp as wp
+
+from .builder_grids import GridBuilderMixin
+from .geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
+from .types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE, PARTICLE_FLAG_ACTIVE, axis_index
+
+
+def _vec3(value, name: str) -> tuple:
+    try:
+        v = tuple(float(x) for x in value)
+    except TypeError:
+        raise TypeError(f"{name} must be a 3-vector, got {value!r}") from None
+    if len(v) != 3:
+        raise ValueError(f"{name} must have 3 components, got {len(v)}")
+    if not all(math.isfinite(x) for x in v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def _finite(value, name: str, minimum: float | None = None, strict: bool = False) -> float:
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if minimum is not None and (v <= minimum if strict else v < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {v}")
+    return v
+
+
+def _transform(xform) -> wp.transform:
+    if xform is None:
+        return wp.transform_identity()
+    if isinstance(xform, wp.transform):
+        p, q = xform.p, xform.q
+    else:
+        p, q = xform
+    p = _vec3(p, "xform position")
+    q = tuple(float(x) for x in q)
+    n = math.sqrt(sum(x * x for x in q))
+    if len(q) != 4 or not math.isfinite(n) or n < 1e-9:
+        raise ValueError(f"xform rotation must be a non-zero quaternion (x, y, z, w), got {q}")
+    return wp.transform(wp.vec3(*p), wp.quat(*(x / n for x in q)))
+
+
+class ModelBuilder(GridBuilderMixin):
+    """Builds a :class:`inertia.Model` from particles, elements and shapes.
+
+    Args:
+        up_axis: "x", "y" or "z" (default "z").
+        gravity: acceleration along the up axis [m/s^2] (a scalar, default -9.81)
+            or a full 3-vector.
+    """
+
+    # Defaults a researcher can change on the builder before adding things.
+    default_particle_radius = 0.05
+    default_spring_ke = 1.0e3
+    default_spring_kd = 1.0
+    default_shape_ke = 1.0e4
+    default_shape_kd = 10.0
+    default_shape_mu = 0.5
+
+    def __init__(self, up_axis="z", gravity=-9.81):
+        self.up_axis = axis_index(up_axis)
+        up = [0.0, 0.0, 0.0]
+        up[self.up_axis] = 1.0
+        self.up_vector = tuple(up)
+        if np.ndim(gravity) == 0:
+            g = _finite(gravity, "gravity")
+            self.gravity = tuple(g * u for u in up)
+        else:
+            self.gravity = _vec3(gravity, "gravity")
+
+        # particle-particle contact parameters (the model-wide material)
+        self.particle_ke = 1.0e4  # normal stiffness [N/m]
+        self.particle_kd = 10.0  # normal damping [N s/m]
+        self.particle_mu = 0.5  # Coulomb friction coefficient
+        self.particle_damping = 0.0  # linear velocity damping [1/s]
+        self.particle_collide = True  # particle-particle contact on/off
+        self.friction_smoothing = 0.01  # velocity [m/s] below which Coulomb friction is smoothed
+        self.contact_margin = None  # detection margin [m]; None: half the largest particle radius
+
+        self.current_world = 0
+        self.num_worlds = 1
+
+        self.particle_q, self.particle_qd, self.particle_mass = [], [], []
+        self.particle_radius, self.particle_flags, self.particle_world = [], [], []
+
+        self.spring_indices, self.spring_rest_length = [], []
+        self.spring_stiffness, self.spring_damping = [], []
+
+        self.tri_indices, self.tri_poses, self.tri_areas, self.tri_materials = [], [], [], []
+        self.edge_indices, self.edge_rest_angle, self.edge_bending_properties = [], [], []
+        self.tet_indices, self.tet_poses, self.tet_volumes, self.tet_materials = [], [], [], []
+
+        self.shape_type, self.shape_body, self.shape_transform, self.shape_scale = [], [], [], []
+        self.shape_material_ke, self.shape_material_kd, self.shape_material_mu = [], [], []
+        self.shape_world, self.shape_mesh, self.shape_label = [], [], []
+
+    # ------------------------------------------------------------------ particles
+    @property
+    def particle_count(self) -> int:
+        return len(self.particle_q)
+
+    def add_particle(self, pos, vel=(0.0, 0.0, 0.0), mass=1.0, radius=None, flags=PARTICLE_FLAG_ACTIVE) -> int:
+        """Add a particle and return its index.
+
+        Args:
+            pos: position [m]. vel: velocity [m/s].
+            mass: mass [kg]; 0 makes the particle kinematic (moved only by its
+                velocity, never by forces). Negative masses are rejected.
+            radius: contact radius [m] (default ``default_particle_radius``).
+        """
+        pos = _vec3(pos, "particle position")
+        vel = _vec3(vel, "particle velocity")
+        mass = _finite(mass, "particle mass", minimum=0.0)
+        radius = self.default_particle_radius if radius is None else radius
+        radius = _finite(radius, "particle radius", minimum=0.0)
+        self.particle_q.append(pos)
+        self.particle_qd.append(vel)
+        self.particle_mass.append(mass)
+        self.particle_radius.append(radius)
+        self.particle_flags.append(int(flags))
+        self.particle_world.append(self.current_world)
+        return len(self.particle_q) - 1
+
+    def _check_particles(self, indices, what: str) -> tuple:
+        n = len(self.particle_q)
+        out = []
+        for i in indices:
+            if isinstance(i, bool) or int(i) != i:
+                raise TypeError(f"{what}: particle index {i!r} is not an integer")
+            i = int(i)
+            if i < 0 or i >= n:
+                raise IndexError(f"{what}: particle index {i} out of range (the builder has {n} particles)")
+            out.append(i)
+        if len(set(out)) != len(out):
+            raise ValueError(f"{what}: repeated particle index in {out}")
+        return tuple(out)
+
+    # ------------------------------------------------------------------ elements
+    def add_spring(self, i: int, j: int, ke=None, kd=None, rest_length=None) -> int:
+        """Add a damped spring between particles i and j.
+
+        Args:
+            ke: stiffness [N/m]. kd: damping along the spring [N s/m].
+            rest_length: [m]; default the current distance.
+        """
+        i, j = self._check_particles((i, j), "add_spring")
+        ke = _finite(self.default_spring_ke if ke is None else ke, "spring ke", minimum=0.0)
+        kd = _finite(self.default_spring_kd if kd is None else kd, "spring kd", minimum=0.0)
+        if rest_length is None:
+            rest_length = float(np.linalg.norm(np.subtract(self.particle_q[i], self.particle_q[j])))
+        rest_length = _finite(rest_length, "spring rest_length", minimum=0.0)
+        self.spring_indices.append((i, j))
+        self.spring_rest_length.append(rest_length)
+        self.spring_stiffness.append(ke)
+        self.spring_damping.append(kd)
+        return len(self.spring_rest_length) - 1
+
+    def add_triangle(self, i: int, j: int, k: int, tri_ke=1.0e3, tri_ka=1.0e3, tri_kd=1.0) -> int:
+        """Add a membrane (cloth) triangle; its rest shape is the current one.
+
+        Material (stable neo-Hookean membrane, per unit rest area):
+            tri_ke: shear modulus mu [N/m] (Lamé mu times thickness).
+            tri_ka: area modulus lambda [N/m].
+            tri_kd: strain-rate damping [N s/m].
+        Degenerate (zero-area) triangles are rejected.
+        """
+        i, j, k = self._check_particles((i, j, k), "add_triangle")
+        x = np.array([self.particle_q[i], self.particle_q[j], self.particle_q[k]], dtype=np.float64)
+        inv_dm, area = triangle_rest_pose(x)
+        if inv_dm is None:
+            raise ValueError(f"add_triangle({i}, {j}, {k}): degenerate triangle (rest area {area:.3g} m^2)")
+        mat = [_finite(v, n, minimum=0.0) for v, n in ((tri_ke, "tri_ke"), (tri_ka, "tri_ka"), (tri_kd, "tri_kd"))]
+        self.tri_indices.append((i, j, k))
+        self.tri_poses.append(inv_dm)
+        self.tri_areas.append(area)
+        self.tri_materials.append(mat)
+        return len(self.tri_areas) - 1
+
+    def add_edge(self, i: int, j: int, k: int, l: int, edge_ke=1.0, edge_kd=0.0, rest_angle=None) -> int:
+        """Add a dihedral bending element across the edge (k, l) shared by triangles (i, k, l) and (j, l, k).
+
+        Args:
+            edge_ke: bending stiffness [N m / rad]. edge_kd: bending damping [N m s / rad].
+            rest_angle: [rad]; default the current dihedral angle.
+        """
+        i, j, k, l = self._check_particles((i, j, k, l), "add_edge")
+        if rest_angle is None:
+            x = np.array([self.particle_q[v] for v in (i, j, k, l)], dtype=np.float64)
+            rest_angle = dihedral_angle(*x)
+            if rest_angle is None:
+                raise ValueError(f"add_edge({i}, {j}, {k}, {l}): a wing triangle is degenerate")
+        rest_angle = _finite(rest_angle, "edge rest_angle")
+        self.edge_indices.append((i, j, k, l))
+        self.edge_rest_angle.append(rest_angle)
+        self.edge_bending_properties.append(
+            (_finite(edge_ke, "edge_ke", minimum=0.0), _finite(edge_kd, "edge_kd", minimum=0.0))
+        )
+        return len(self.edge_rest_angle) - 1
+
+    def add_tetrahedron(self, i: int, j: int, k: int, l: int, k_mu=1.0e4, k_lambda=1.0e4, k_damp=0.0) -> int:
+        """Add a stable neo-Hookean tetrahedron (Smith et al. 2018); its rest shape is the current one.
+
+        Args:
+            k_mu, k_lambda: Lamé parameters [Pa] (see ``inertia.lame_from_young``).
+            k_damp: strain-rate damping [Pa s].
+        Returns the tet index. Vertices may be given in either orientation;
+        degenerate (zero-volume) tets are rejected.
+        """
+        idx = self._check_particles((i, j, k, l), "add_tetrahedron")
+        x = np.array([self.particle_q[v] for v in idx], dtype=np.float64)
+        inv_dm, volume = tet_rest_pose(x)
+        if inv_dm is None:
+            raise ValueError(f"add_tetrahedron{idx}: degenerate tetrahedron (rest volume {volume:.3g} m^3)")
+        if volume < 0.0:  # keep a positive orientation so J > 0 at rest
+            idx = (idx[0], idx[2], idx[1], idx[3])
+            inv_dm, volume = tet_rest_pose(np.array([self.particle_q[v] for v in idx], dtype=np.float64))
+        mat = [_finite(v, n, minimum=0.0) for v, n in ((k_mu, "k_mu"), (k_lambda, "k_lambda"), (k_damp, "k_damp"))]
+        if mat[1] <= 0.0:
+            raise ValueError("k_lambda must be > 0 for the stable neo-Hookean model")
+        self.tet_indices.append(idx)
+        self.tet_poses.append(inv_dm)
+        self.tet_volumes.append(volume)
+        self.tet_materials.append(mat)
+        return len(self.tet_volumes) - 1
+
+    # ------------------------------------------------------------------ shapes
+    def _add_shape(self, body, geo_type, xform, scale, ke, kd, mu, mesh=None, label=None) -> int:
+        if body != -1:
+            raise NotImplementedError(
+                "shapes on rigid bodies are not supported yet: pass body=-1 for a static collider"
+            )
+        self.shape_type.append(int(geo_type))
+        self.shape_body.append(-1)
+        self.shape_transform.append(_transform(xform))
+        self.shape_scale.append(scale)
+        self.shape_material_ke.append(_finite(self.default_shape_ke if ke is None else ke, "shape ke", minimum=0.0))
+        self.shape_material_kd.append(_finite(self.default_shape_kd if kd is None else kd, "shape kd", minimum=0.0))
+        self.shape_material_mu.append(_finite(self.default_shape_mu if mu is None else mu, "shape mu", minimum=0.0))
+        self.shape_world.append(-1)
+        self.shape_mesh.append(mesh)
+        self.shape_label.append(label or f"shape_{len(self.shape_type) - 1}")
+        return len(self.shape_type) - 1
+
+    def add_ground_plane(self, height=0.0, ke=None, kd=None, mu=None) -> int:
+        """Add an infinite static ground plane normal to the up axis at ``height`` [m]."""
+        height = _finite(height, "ground height")
+        up = np.array(self.up_vector)
+        # the plane's local frame has its normal along +Z: rotate +Z onto the up axis
+        q = wp.quat_between_vectors(wp.vec3(0.0, 0.0, 1.0), wp.vec3(*up))
+        return self._add_shape(-1, GEO_PLANE, (tuple(up * height), tuple(q)), (0.0, 0.0, 0.0), ke, kd, mu, label="ground")
+
+    def add_shape_sphere(self, body=-1, xform=None, radius=1.0, ke=None, kd=None, mu=None, label=None) -> int:
+        """Add a static sphere of ``radius`` [m] centred at ``xform``'s position."""
+        r = _finite(radius, "sphere radius", minimum=0.0, strict=True)
+        return self._add_shape(body, GEO_SPHERE, xform, (r, 0.0, 0.0), ke, kd, mu, label=label)
+
+    def add_shape_box(self, body=-1, xform=None, hx=0.5, hy=0.5, hz=0.5, ke=None, kd=None, mu=None, label=None) -> int:
+        """Add a static box with half extents (hx, hy, hz) [m] in its local frame."""
+        h = tuple(_finite(v, "box half extent", minimum=0.0, strict=True) for v in (hx, hy, hz))
+        return self._add_shape(body, GEO_BOX, xform, h, ke, kd, mu, label=label)
+
+    def add_shape_capsule(
+        self, body=-1, xform=None, radius=0.1, half_height=0.5, ke=None, kd=None, mu=None, label=None
+    ) -> int:
+        """Add a static capsule: a segment of half length ``half_height`` [m] along local Z, swept by ``radius`` [m]."""
+        r = _finite(radius, "capsule radius", minimum=0.0, strict=True)
+        hh = _finite(half_height, "capsule half_height", minimum=0.0)
+        return self._add_shape(body, GEO_CAPSULE, xform, (r, hh, 0.0), ke, kd, mu, label=label)
+
+    def add_shape_mesh(
+        self, body=-1, xform=None, vertices=None, indices=None, scale=(1.0, 1.0, 1.0), ke=None, kd=None, mu=None,
+        label=None,
+    ) -> int:
+        """Add a static triangle mesh collider.
+
+        Args:
+            vertices: (n, 3) vertex positions [m] in the shape frame.
+            indices: (m, 3) or flat (3m,) triangle vertex indices, counter-clockwise
+                seen from outside (the mesh should be closed for inside/outside tests).
+            scale: per-axis scale applied to the vertices.
+        """
+        v = np.asarray(vertices, dtype=np.float64)
+        f = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if v.ndim != 2 or v.shape[1] != 3 or len(v) < 3:
+            raise ValueError(f"mesh vertices must have shape (n >= 3, 3), got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ValueError("mesh vertices contain NaN or inf")
+        if len(f) == 0 or len(f) % 3:
+            raise ValueError(f"mesh indices must describe whole triangles, got {len(f)} indices")
+        if f.min() < 0 or f.max() >= len(v):
+            raise IndexError(f"mesh index out of range [0, {len(v)}): min {f.min()}, max {f.max()}")
+        s = _vec3(scale, "mesh scale")
+        mesh = (v * np.array(s), f.astype(np.int32))
+        return self._add_shape(body, GEO_MESH, xform, s, ke, kd, mu, mesh=mesh, label=label)
+
+    # ------------------------------------------------------------------ finalize
+    def finalize(self, device=None, requires_grad: bool = False):
+        """Copy everything to ``wp.array``s on ``device`` and return a :class:`inertia.Model`.
+
+        Args:
+            device: Warp device (default: Warp's default device).
+            requires_grad: allocate gradients for the model's parameters and for
+                states made from it, so ``wp.Tape`` can differentiate through steps.
+        """
+        from .model import Model
+
+        return Model._from_builder(self, device=device, requires_grad=requires_grad)

@@ -1,0 +1,92 @@
+"""Signed distance and outward normal of each static shape type, as ``wp.func``s.
+
+Shared by collision detection (which decides which particle-shape pairs to keep)
+and by the contact force kernels (which recompute the distance from the current
+positions, so Warp's autodiff differentiates through the exact geometry).
+Everything is in the shape's local frame; planes have their normal along +Z.
+"""
+
+import warp as wp
+
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE
+
+
+@wp.func
+def sdf_sphere(p: wp.vec3, radius: float):
+    d = wp.length(p)
+    n = wp.vec3(0.0, 0.0, 1.0)
+    if d > 1.0e-9:
+        n = p / d
+    return wp.vec4(n[0], n[1], n[2], d - radius)
+
+
+@wp.func
+def sdf_box(p: wp.vec3, h: wp.vec3):
+    q = wp.vec3(wp.abs(p[0]) - h[0], wp.abs(p[1]) - h[1], wp.abs(p[2]) - h[2])
+    result = wp.vec4(0.0)
+    if q[0] > 0.0 or q[1] > 0.0 or q[2] > 0.0:
+        # outside: distance to the closest point on the surface
+        c = wp.vec3(wp.clamp(p[0], -h[0], h[0]), wp.clamp(p[1], -h[1], h[1]), wp.clamp(p[2], -h[2], h[2]))
+        delta = p - c
+        d = wp.length(delta)
+        n = delta / wp.max(d, 1.0e-12)
+        result = wp.vec4(n[0], n[1], n[2], d)
+    else:
+        # inside: push out through the nearest face
+        axis = int(0)
+        if q[1] > q[0] and q[1] >= q[2]:
+            axis = 1
+        elif q[2] > q[0] and q[2] > q[1]:
+            axis = 2
+        n = wp.vec3(0.0)
+        n[axis] = wp.sign(p[axis])
+        result = wp.vec4(n[0], n[1], n[2], q[axis])
+    return result
+
+
+@wp.func
+def sdf_capsule(p: wp.vec3, radius: float, half_height: float):
+    c = wp.vec3(0.0, 0.0, wp.clamp(p[2], -half_height, half_height))
+    return sdf_sphere(p - c, radius)
+
+
+@wp.func
+def sdf_mesh(p: wp.vec3, mesh: wp.uint64, max_dist: float):
+    query = wp.mesh_query_point_sign_normal(mesh, p, max_dist)
+    result = wp.vec4(0.0, 0.0, 1.0, max_dist)
+    if query.result:
+        c = wp.mesh_eval_position(mesh, query.face, query.u, query.v)
+        delta = p - c
+        d = wp.length(delta)
+        n = wp.mesh_eval_face_normal(mesh, query.face)
+        if d > 1.0e-9:
+            n = delta / d * query.sign
+        result = wp.vec4(n[0], n[1], n[2], d * query.sign)
+    return result
+
+
+@wp.func
+def shape_sdf(geo_type: int, scale: wp.vec3, mesh: wp.uint64, p: wp.vec3, max_dist: float):
+    """(normal.x, normal.y, normal.z, signed distance) of local point ``p`` to a shape's surface."""
+    result = wp.vec4(0.0, 0.0, 1.0, max_dist)
+    if geo_type == GEO_PLANE:
+        result = wp.vec4(0.0, 0.0, 1.0, p[2])
+    elif geo_type == GEO_SPHERE:
+        result = sdf_sphere(p, scale[0])
+    elif geo_type == GEO_BOX:
+        result = sdf_box(p, scale)
+    elif geo_type == GEO_CAPSULE:
+        result = sdf_capsule(p, scale[0], scale[1])
+    elif geo_type == GEO_MESH:
+        result = sdf_mesh(p, mesh, max_dist)
+    return result
+
+
+@wp.func
+def shape_sdf_world(
+    geo_type: int, scale: wp.vec3, mesh: wp.uint64, xform: wp.transform, x: wp.vec3, max_dist: float
+):
+    """As ``shape_sdf`` for a world-space point, with the normal returned in world space."""
+    local = shape_sdf(geo_type, scale, mesh, wp.transform_point(wp.transform_inverse(xform), x), max_dist)
+    n = wp.transform_vector(xform, wp.vec3(local[0], local[1], local[2]))
+    return wp.vec4(n[0], n[1], n[2], local[3])

@@ -1,0 +1,106 @@
+"""Contacts: fixed-capacity buffers that collision detection fills each step.
+
+Capacities are set once (``model.contacts(...)``), so ``collide()`` never
+allocates and can be captured in a graph. Counters hold the number of contacts
+*requested*; when that exceeds a capacity the excess is dropped by the kernels
+but stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
+``model.collide`` unless told not to) reports it. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import warp as wp
+
+
+class ContactOverflowError(RuntimeError):
+    """Raised by ``check_overflow(raise_error=True)`` when a buffer was too small."""
+
+
+class Contacts:
+    """Contact candidates found by :meth:`inertia.Model.collide`.
+
+    Particle-shape contacts (particles against static shapes and the ground):
+        soft_contact_max: capacity (int).
+        soft_contact_count: ``wp.array(int32, 1)``, contacts requested this step.
+        soft_contact_particle, soft_contact_shape: ``wp.array(int32)`` pair lists.
+
+    Particle-particle contact pairs (each unordered pair once, i < j):
+        particle_pair_max: capacity (int).
+        particle_pair_count: ``wp.array(int32, 1)``.
+        particle_pair: ``wp.array(dtype=wp.vec2i)``.
+
+    The force kernels recompute distances and normals from the current
+    positions, so the contact forces (and their gradients) follow the geometry
+    exactly; collision detection only decides which pairs to look at.
+    """
+
+    def __init__(self, soft_contact_max: int, particle_pair_max: int, device=None, grid_dim: int = 64):
+        self.device = wp.get_device(device)
+        self.soft_contact_max = int(soft_contact_max)
+        self.particle_pair_max = int(particle_pair_max)
+        with wp.ScopedDevice(self.device):
+            self.soft_contact_count = wp.zeros(1, dtype=wp.int32)
+            self.soft_contact_particle = wp.full(max(1, self.soft_contact_max), -1, dtype=wp.int32)
+            self.soft_contact_shape = wp.full(max(1, self.soft_contact_max), -1, dtype=wp.int32)
+            self.particle_pair_count = wp.zeros(1, dtype=wp.int32)
+            self.particle_pair = wp.zeros(max(1, self.particle_pair_max), dtype=wp.vec2i)
+        # Hash grid for particle-particle broad phase; created lazily by collide()
+        # (once) so that models without particle contact pay nothing.
+        self.grid_dim = int(grid_dim)
+        self.particle_grid: wp.HashGrid | None = None
+
+    def clear(self) -> None:
+        self.soft_contact_count.zero_()
+        self.particle_pair_count.zero_()
+
+    def counts(self) -> dict:
+        """Requested contact counts and capacities (reads device memory: a host sync)."""
+        soft = int(self.soft_contact_count.numpy()[0])
+        pairs = int(self.particle_pair_count.numpy()[0])
+        return {
+            "soft_contacts": soft,
+            "soft_contact_max": self.soft_contact_max,
+            "particle_pairs": pairs,
+            "particle_pair_max": self.particle_pair_max,
+        }
+
+    def overflow(self) -> dict:
+        """Number of contacts dropped per buffer in the last ``collide()`` (0 when none)."""
+        c = self.counts()
+        return {
+            "soft_contacts": max(0, c["soft_contacts"] - c["soft_contact_max"]),
+            "particle_pairs": max(0, c["particle_pairs"] - c["particle_pair_max"]),
+        }
+
+    def check_overflow(self, raise_error: bool = False) -> bool:
+        """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did."""
+        over = self.overflow()
+        if not any(over.values()):
+            return False
+        c = self.counts()
+        parts = []
+        if over["soft_contacts"]:
+            parts.append(f"particle-shape contacts: {c['soft_contacts']} requested, capacity {c['soft_contact_max']}")
+        if over["particle_pairs"]:
+            parts.append(f"particle-particle pairs: {c['particle_pairs']} requested, capacity {c['particle_pair_max']}")
+        msg = (
+            "contact buffer overflow (" + "; ".join(parts) + "): the excess contacts were ignored this step. "
+            "Pass a larger soft_contact_max / particle_pair_max to model.contacts()."
+        )
+        if raise_error:
+            raise ContactOverflowError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        return True
+
+    def soft_contact_pairs(self) -> np.ndarray:
+        """(n, 2) array of (particle, shape) for the contacts kept this step (host copy)."""
+        n = min(int(self.soft_contact_count.numpy()[0]), self.soft_contact_max)
+        return np.stack([self.soft_contact_particle.numpy()[:n], self.soft_contact_shape.numpy()[:n]], axis=1)
+
+    def particle_pairs(self) -> np.ndarray:
+        """(n, 2) array of particle index pairs kept this step (host copy)."""
+        n = min(int(self.particle_pair_count.numpy()[0]), self.particle_pair_max)
+        return self.particle_pair.numpy()[:n].reshape(-1, 2)

@@ -1,0 +1,203 @@
+"""Model: the static description of a scene, every quantity in a ``wp.array``.
+
+Made by :meth:`inertia.ModelBuilder.finalize`. The model never changes during a
+simulation except where a user edits a parameter array on purpose (for
+example a stiffness being optimised); what changes each step lives in
+:class:`inertia.State`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+from .contacts import Contacts
+from .state import Control, State
+
+
+def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Per-particle sorted lists of particles that share an element (they never collide)."""
+    neighbours = [set() for _ in range(n)]
+    for group in groups:
+        for elem in group:
+            for a in elem:
+                for b in elem:
+                    if a != b:
+                        neighbours[a].add(b)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum([len(s) for s in neighbours])
+    flat = np.array([b for s in neighbours for b in sorted(s)], dtype=np.int32)
+    return offsets, flat
+
+
+class Model:
+    """Static scene data. Attribute names follow Newton/warp.sim.
+
+    Particles: ``particle_q`` [m], ``particle_qd`` [m/s] (initial values),
+    ``particle_mass`` [kg], ``particle_inv_mass`` [1/kg] (0 for kinematic),
+    ``particle_radius`` [m], ``particle_flags``, ``particle_world``.
+
+    Elements: ``spring_indices`` (flat, 2 per spring), ``spring_rest_length`` [m],
+    ``spring_stiffness`` [N/m], ``spring_damping`` [N s/m]; ``tri_indices`` (n, 3),
+    ``tri_poses`` (inverse rest 2x2), ``tri_areas`` [m^2], ``tri_materials`` (n, 3)
+    = (mu, lambda, damping); ``edge_indices`` (n, 4), ``edge_rest_angle`` [rad],
+    ``edge_bending_properties`` (n, 2) = (ke, kd); ``tet_indices`` (n, 4),
+    ``tet_poses`` (inverse rest 3x3), ``tet_volumes`` [m^3], ``tet_materials`` (n, 3)
+    = (k_mu, k_lambda, k_damp).
+
+    Shapes (static colliders, ``body == -1``): ``shape_type`` (see ``inertia.types``),
+    ``shape_transform`` (world), ``shape_scale``, ``shape_source_ptr`` (``wp.Mesh`` ids),
+    ``shape_material_ke`` [N/m], ``shape_material_kd`` [N s/m], ``shape_material_mu``.
+
+    Scalars: ``gravity`` (``wp.array`` of one vec3 [m/s^2], differentiable),
+    ``particle_ke``, ``particle_kd``, ``particle_mu`` (particle-particle contact),
+    ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m].
+    """
+
+    @classmethod
+    def _from_builder(cls, b, device=None, requires_grad=False) -> "Model":
+        m = cls.__new__(cls)
+        m.device = wp.get_device(device)
+        m.requires_grad = bool(requires_grad)
+        m.up_axis = b.up_axis
+        m.up_vector = wp.vec3(*b.up_vector)
+        m.num_worlds = b.num_worlds
+
+        n = b.particle_count
+        m.particle_count = n
+        q = np.asarray(b.particle_q, dtype=np.float32).reshape(n, 3)
+        if not np.isfinite(q).all():
+            raise ValueError("particle positions contain NaN or inf")
+        mass = np.asarray(b.particle_mass, dtype=np.float32)
+        radius = np.asarray(b.particle_radius, dtype=np.float32)
+        inv_mass = np.where(mass > 0.0, 1.0 / np.where(mass > 0.0, mass, 1.0), 0.0).astype(np.float32)
+        m.particle_max_radius = float(radius.max()) if n else 0.0
+
+        def arr(data, dtype, grad=False, shape=None):
+            a = np.asarray(data, dtype=np.float32 if dtype in (float, wp.float32) else None)
+            if shape is not None:
+                a = a.reshape(shape)
+            return wp.array(a, dtype=dtype, device=m.device, requires_grad=grad and m.requires_grad)
+
+        g = requires_grad
+        m.particle_q = arr(q, wp.vec3, g, (n, 3))
+        m.particle_qd = arr(np.asarray(b.particle_qd, dtype=np.float32), wp.vec3, g, (n, 3))
+        m.particle_mass = arr(mass, wp.float32, g)
+        m.particle_inv_mass = arr(inv_mass, wp.float32, g)
+        m.particle_radius = arr(radius, wp.float32, g)
+        m.particle_flags = wp.array(np.asarray(b.particle_flags, dtype=np.int32), dtype=wp.int32, device=m.device)
+        m.particle_world = wp.array(np.asarray(b.particle_world, dtype=np.int32), dtype=wp.int32, device=m.device)
+
+        m.spring_count = len(b.spring_rest_length)
+        m.spring_indices = wp.array(np.asarray(b.spring_indices, dtype=np.int32).reshape(-1), dtype=wp.int32,
+                                    device=m.device)
+        m.spring_rest_length = arr(b.spring_rest_length, wp.float32, g)
+        m.spring_stiffness = arr(b.spring_stiffness, wp.float32, g)
+        m.spring_damping = arr(b.spring_damping, wp.float32, g)
+
+        m.tri_count = len(b.tri_areas)
+        m.tri_indices = wp.array(np.asarray(b.tri_indices, dtype=np.int32).reshape(-1, 3), dtype=wp.int32,
+                                 device=m.device)
+        m.tri_poses = arr(np.asarray(b.tri_poses, dtype=np.float32).reshape(-1, 2, 2), wp.mat22, g)
+        m.tri_areas = arr(b.tri_areas, wp.float32, g)
+        m.tri_materials = wp.array(np.asarray(b.tri_materials, dtype=np.float32).reshape(-1, 3), dtype=wp.float32,
+                                   device=m.device, requires_grad=g)
+
+        m.edge_count = len(b.edge_rest_angle)
+        m.edge_indices = wp.array(np.asarray(b.edge_indices, dtype=np.int32).reshape(-1, 4), dtype=wp.int32,
+                                  device=m.device)
+        m.edge_rest_angle = arr(b.edge_rest_angle, wp.float32, g)
+        m.edge_bending_properties = wp.array(np.asarray(b.edge_bending_properties, dtype=np.float32).reshape(-1, 2),
+                                             dtype=wp.float32, device=m.device, requires_grad=g)
+
+        m.tet_count = len(b.tet_volumes)
+        m.tet_indices = wp.array(np.asarray(b.tet_indices, dtype=np.int32).reshape(-1, 4), dtype=wp.int32,
+                                 device=m.device)
+        m.tet_poses = arr(np.asarray(b.tet_poses, dtype=np.float32).reshape(-1, 3, 3), wp.mat33, g)
+        m.tet_volumes = arr(b.tet_volumes, wp.float32, g)
+        m.tet_materials = wp.array(np.asarray(b.tet_materials, dtype=np.float32).reshape(-1, 3), dtype=wp.float32,
+                                   device=m.device, requires_grad=g)
+
+        m.shape_count = len(b.shape_type)
+        m.shape_type = wp.array(np.asarray(b.shape_type, dtype=np.int32), dtype=wp.int32, device=m.device)
+        m.shape_body = wp.array(np.asarray(b.shape_body, dtype=np.int32), dtype=wp.int32, device=m.device)
+        m.shape_transform = wp.array(b.shape_transform, dtype=wp.transform, device=m.device)
+        m.shape_scale = arr(np.asarray(b.shape_scale, dtype=np.float32).reshape(-1, 3), wp.vec3)
+        m.shape_material_ke = arr(b.shape_material_ke, wp.float32, g)
+        m.shape_material_kd = arr(b.shape_material_kd, wp.float32, g)
+        m.shape_material_mu = arr(b.shape_material_mu, wp.float32, g)
+        m.shape_world = wp.array(np.asarray(b.shape_world, dtype=np.int32), dtype=wp.int32, device=m.device)
+        m.shape_label = list(b.shape_label)
+        m.shape_meshes = []  # keeps the wp.Mesh objects alive as long as the model
+        ptrs = np.zeros(m.shape_count, dtype=np.uint64)
+        for s, mesh in enumerate(b.shape_mesh):
+            if mesh is not None:
+                wm = wp.Mesh(points=wp.array(mesh[0].astype(np.float32), dtype=wp.vec3, device=m.device),
+                             indices=wp.array(mesh[1], dtype=wp.int32, device=m.device))
+                m.shape_meshes.append(wm)
+                ptrs[s] = wm.id
+        m.shape_source_ptr = wp.array(ptrs, dtype=wp.uint64, device=m.device)
+
+        m.gravity = wp.array([wp.vec3(*b.gravity)], dtype=wp.vec3, device=m.device, requires_grad=g)
+        m.particle_ke = float(b.particle_ke)
+        m.particle_kd = float(b.particle_kd)
+        m.particle_mu = float(b.particle_mu)
+        m.particle_damping = float(b.particle_damping)
+        m.particle_collide = bool(b.particle_collide)
+        m.friction_smoothing = float(b.friction_smoothing)
+        m.contact_margin = float(b.contact_margin if b.contact_margin is not None else 0.5 * m.particle_max_radius)
+
+        offsets, flat = _csr_exclusions(
+            n, (b.spring_indices, b.tri_indices, b.edge_indices, b.tet_indices)
+        )
+        m.particle_exclusion_offsets = wp.array(offsets, dtype=wp.int32, device=m.device)
+        m.particle_exclusions = wp.array(flat if len(flat) else np.zeros(1, np.int32), dtype=wp.int32,
+                                         device=m.device)
+        return m
+
+    # ------------------------------------------------------------------ factories
+    def state(self, requires_grad: bool | None = None) -> State:
+        """A new State holding the model's initial particle positions and velocities."""
+        g = self.requires_grad if requires_grad is None else bool(requires_grad)
+        s = State()
+        s.particle_q = wp.clone(self.particle_q, requires_grad=g)
+        s.particle_qd = wp.clone(self.particle_qd, requires_grad=g)
+        s.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
+        return s
+
+    def control(self, requires_grad: bool | None = None) -> Control:
+        """A new Control with zero external forces."""
+        g = self.requires_grad if requires_grad is None else bool(requires_grad)
+        c = Control()
+        c.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
+        return c
+
+    def contacts(self, soft_contact_max: int | None = None, particle_pair_max: int | None = None) -> Contacts:
+        """Contact buffers with fixed capacities.
+
+        Defaults: ``particle_count * min(shape_count, 4)`` particle-shape contacts and
+        ``particle_count * 12`` particle pairs (enough for dense packing plus margin).
+        """
+        if soft_contact_max is None:
+            soft_contact_max = self.particle_count * min(self.shape_count, 4)
+        if particle_pair_max is None:
+            particle_pair_max = self.particle_count * 12 if self.particle_collide else 0
+        if soft_contact_max < 0 or particle_pair_max < 0:
+            raise ValueError("contact capacities must be >= 0")
+        return Contacts(soft_contact_max, particle_pair_max, device=self.device)
+
+    def collide(self, state: State, contacts: Contacts, check_overflow: bool | None = None) -> Contacts:
+        """Run collision detection on ``state`` and fill ``contacts``.
+
+        Args:
+            check_overflow: warn when a buffer overflowed (a host read of two
+                counters). Default: on, except while a graph is being captured.
+        """
+        from .collision import collide
+
+        collide(self, state, contacts)
+        if check_overflow is None:
+            check_overflow = not self.device.is_capturing
+        if check_overflow:
+            contacts.check_overflow()
+        return contacts

@@ -1,0 +1,31 @@
+"""Plain constants shared by the builder, the collision pipeline and the solvers.
+
+Kept in one place (as MuJoCo Warp does) so that a kernel and the Python code
+that fills its arrays can never disagree on what a number means.
+"""
+
+import warp as wp
+
+# Particle flags (bit field stored in ``Model.particle_flags``).
+PARTICLE_FLAG_ACTIVE = wp.constant(1)
+"""An active particle is integrated and takes part in contacts. Inactive ones are frozen."""
+
+# Geometry types (``Model.shape_type``).
+GEO_SPHERE = wp.constant(0)
+GEO_BOX = wp.constant(1)
+GEO_CAPSULE = wp.constant(2)
+GEO_MESH = wp.constant(3)
+GEO_PLANE = wp.constant(4)
+
+GEO_NAMES = {0: "sphere", 1: "box", 2: "capsule", 3: "mesh", 4: "plane"}
+
+AXES = {"x": 0, "y": 1, "z": 2}
+
+
+def axis_index(up_axis) -> int:
+    """Return 0, 1 or 2 for an axis given as "x"/"y"/"z" (any case) or as an int."""
+    if isinstance(up_axis, str) and up_axis.lower() in AXES:
+        return AXES[up_axis.lower()]
+    if isinstance(up_axis, int) and not isinstance(up_axis, bool) and 0 <= up_axis <= 2:
+        return up_axis
+    raise ValueError(f"up_axis must be 'x', 'y', 'z' or 0..2, got {up_axis!r}")

@@ -1,0 +1,6 @@
+"""Solvers (``inertia.solvers``): each advances ``state_in -> state_out`` by one time step."""
+
+from .semi_implicit import SemiImplicitSolver
+from .solver import SolverBase
+
+__all__ = ["SemiImplicitSolver", "SolverBase"]

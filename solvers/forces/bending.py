@@ -1,0 +1,67 @@
+"""Dihedral-angle bending (Bridson, Marino & Fedkiw 2003).
+
+Energy per edge: ke/2 (theta - theta0)^2, with theta the signed angle between the
+two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
+-(ke (theta - theta0) + kd dtheta/dt) dtheta/dx, with the exact angle gradient.
+"""
+
+import warp as wp
+
+
+@wp.kernel
+def bending_forces_kernel(
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    indices: wp.array2d(dtype=wp.int32),
+    rest_angle: wp.array(dtype=float),
+    properties: wp.array2d(dtype=float),
+    f: wp.array(dtype=wp.vec3),
+):
+    t = wp.tid()
+    i = indices[t, 0]
+    j = indices[t, 1]
+    k = indices[t, 2]
+    l = indices[t, 3]
+    x1 = x[i]
+    x2 = x[j]
+    x3 = x[k]
+    x4 = x[l]
+    n1 = wp.cross(x3 - x1, x4 - x1)
+    n2 = wp.cross(x4 - x2, x3 - x2)
+    e = x4 - x3
+    n1_sq = wp.dot(n1, n1)
+    n2_sq = wp.dot(n2, n2)
+    e_len = wp.length(e)
+    if n1_sq < 1.0e-20 or n2_sq < 1.0e-20 or e_len < 1.0e-10:
+        return  # a collapsed wing has no defined angle
+    e_hat = e / e_len
+    n1_hat = n1 / wp.sqrt(n1_sq)
+    n2_hat = n2 / wp.sqrt(n2_sq)
+    theta = wp.atan2(wp.dot(wp.cross(n1_hat, n2_hat), e_hat), wp.dot(n1_hat, n2_hat))
+
+    a1 = n1 / n1_sq
+    a2 = n2 / n2_sq
+    d1 = -e_len * a1
+    d2 = -e_len * a2
+    d3 = -(wp.dot(x1 - x4, e_hat) * a1 + wp.dot(x2 - x4, e_hat) * a2)
+    d4 = wp.dot(x1 - x3, e_hat) * a1 + wp.dot(x2 - x3, e_hat) * a2
+
+    rate = wp.dot(d1, v[i]) + wp.dot(d2, v[j]) + wp.dot(d3, v[k]) + wp.dot(d4, v[l])
+    s = -(properties[t, 0] * (theta - rest_angle[t]) + properties[t, 1] * rate)
+    wp.atomic_add(f, i, d1 * s)
+    wp.atomic_add(f, j, d2 * s)
+    wp.atomic_add(f, k, d3 * s)
+    wp.atomic_add(f, l, d4 * s)
+
+
+def eval_bending_forces(model, state, particle_f) -> None:
+    if model.edge_count == 0:
+        return
+    wp.launch(
+        bending_forces_kernel,
+        dim=model.edge_count,
+        inputs=[state.particle_q, state.particle_qd, model.edge_indices, model.edge_rest_angle,
+                model.edge_bending_properties],
+        outputs=[particle_f],
+        device=model.device,
+    )

@@ -1,0 +1,81 @@
+"""Tetrahedral FEM: stable neo-Hookean (Smith, de Goes & Kim 2018).
+
+    psi = mu'/2 (I_C - 3) + lam'/2 (J - alpha)^2 - mu'/2 log(I_C + 1),  alpha = 1 + 3 mu' / (4 lam')
+with mu' = 4/3 mu and lam' = lam + 5/6 mu, the paper's mapping that makes the
+linearised stress match Lamé's (mu = ``k_mu``, lam = ``k_lambda``). Its stress
+    P = mu' (1 - 1/(I_C + 1)) F + (lam' (J - 1) - 3/4 mu') cof(F)
+vanishes at rest and stays finite for inverted elements.
+Damping: P_d = k_damp F sym(F^T dF/dt).
+"""
+
+import warp as wp
+
+
+@wp.func
+def tet_psi(F: wp.mat33, mu: float, lam: float):
+    """Stable neo-Hookean energy density [J/m^3] for Lamé (mu, lam); used by tests and energy checks."""
+    m = 4.0 / 3.0 * mu
+    l = lam + 5.0 / 6.0 * mu
+    ic = wp.ddot(F, F)
+    alpha = 1.0 + 0.75 * m / l
+    j = wp.determinant(F)
+    return 0.5 * m * (ic - 3.0) + 0.5 * l * (j - alpha) * (j - alpha) - 0.5 * m * wp.log(ic + 1.0)
+
+
+@wp.kernel
+def tetrahedron_forces_kernel(
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    indices: wp.array2d(dtype=wp.int32),
+    poses: wp.array(dtype=wp.mat33),
+    volumes: wp.array(dtype=float),
+    materials: wp.array2d(dtype=float),
+    f: wp.array(dtype=wp.vec3),
+):
+    t = wp.tid()
+    i0 = indices[t, 0]
+    i1 = indices[t, 1]
+    i2 = indices[t, 2]
+    i3 = indices[t, 3]
+    x0 = x[i0]
+    v0 = v[i0]
+    dm_inv = poses[t]
+    F = wp.matrix_from_cols(x[i1] - x0, x[i2] - x0, x[i3] - x0) * dm_inv
+    dF = wp.matrix_from_cols(v[i1] - v0, v[i2] - v0, v[i3] - v0) * dm_inv
+
+    mu = 4.0 / 3.0 * materials[t, 0]
+    lam = materials[t, 1] + 5.0 / 6.0 * materials[t, 0]
+    kd = materials[t, 2]
+
+    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
+    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
+    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
+    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
+    j = wp.dot(c0, wp.cross(c1, c2))
+    ic = wp.ddot(F, F)
+
+    FtdF = wp.transpose(F) * dF
+    strain_rate = 0.5 * (FtdF + wp.transpose(FtdF))
+    P = F * (mu * (1.0 - 1.0 / (ic + 1.0))) + cof * (lam * (j - 1.0) - 0.75 * mu) + F * strain_rate * kd
+
+    H = P * wp.transpose(dm_inv) * volumes[t]
+    h1 = wp.vec3(H[0, 0], H[1, 0], H[2, 0])
+    h2 = wp.vec3(H[0, 1], H[1, 1], H[2, 1])
+    h3 = wp.vec3(H[0, 2], H[1, 2], H[2, 2])
+    wp.atomic_add(f, i0, h1 + h2 + h3)
+    wp.atomic_sub(f, i1, h1)
+    wp.atomic_sub(f, i2, h2)
+    wp.atomic_sub(f, i3, h3)
+
+
+def eval_tetrahedron_forces(model, state, particle_f) -> None:
+    if model.tet_count == 0:
+        return
+    wp.launch(
+        tetrahedron_forces_kernel,
+        dim=model.tet_count,
+        inputs=[state.particle_q, state.particle_qd, model.tet_indices, model.tet_poses, model.tet_volumes,
+                model.tet_materials],
+        outputs=[particle_f],
+        device=model.device,
+    )

@@ -1,0 +1,65 @@
+"""The contract every solver shares, and the input checks done before a step.
+
+``step(state_in, state_out, control, contacts, dt)`` reads ``state_in`` and writes
+``state_out``; it never writes ``state_in``, so a tape that recorded it can
+replay it backwards. The checks here cost only Python attribute reads (no
+device sync), so they stay on; the finite-value checks (``check_finite=True``)
+read every stage's output back and are for debugging.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..diagnostics import check_finite as _check_finite
+
+
+class SolverBase:
+    """Common input validation and optional per-stage finite checks.
+
+    Args:
+        model: the :class:`inertia.Model` to simulate.
+        check_finite: after every stage, check its outputs for NaN/inf and raise
+            :class:`inertia.NonFiniteError` naming the stage and step (slow: a
+            host read per stage; not usable inside graph capture).
+    """
+
+    def __init__(self, model, check_finite: bool = False):
+        self.model = model
+        self.check_finite = bool(check_finite)
+        self.step_count = 0  # steps taken by this solver (used in error reports)
+
+    def _validate(self, state_in, state_out, control, contacts, dt) -> None:
+        if not isinstance(dt, (int, float)) or isinstance(dt, bool) or not math.isfinite(dt) or dt <= 0.0:
+            raise ValueError(f"dt must be a finite number > 0 (seconds), got {dt!r}")
+        if state_in is state_out:
+            raise ValueError("state_in and state_out must be different State objects (step never writes its input)")
+        model = self.model
+        dev = str(model.device)
+        checks = [("state_in", state_in), ("state_out", state_out)]
+        for label, st in checks:
+            for name in ("particle_q", "particle_qd", "particle_f"):
+                a = getattr(st, name, None)
+                self._check_array(f"{label}.{name}", a, model.particle_count, dev)
+        if control is not None:
+            self._check_array("control.particle_f", control.particle_f, model.particle_count, dev)
+        if contacts is not None and str(contacts.device) != dev:
+            raise ValueError(f"contacts live on {contacts.device}, the model on {dev}")
+
+    @staticmethod
+    def _check_array(name, a, length, dev) -> None:
+        if a is None:
+            if length:
+                raise ValueError(f"{name} is missing; create states with model.state()")
+            return
+        if str(a.device) != dev:
+            raise ValueError(f"{name} is on device {a.device}, but the model is on {dev}")
+        if a.shape[0] != length:
+            raise ValueError(f"{name} has {a.shape[0]} entries, the model has {length} particles")
+
+    def _check(self, stage: str, **arrays) -> None:
+        if self.check_finite:
+            _check_finite(stage, self.step_count, **arrays)
+
+    def step(self, state_in, state_out, control, contacts, dt: float):  # pragma: no cover - interface
+        raise NotImplementedError

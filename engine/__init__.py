@@ -17,6 +17,16 @@ from .solvers import SemiImplicitSolver, SolverBase
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # USD (pxr) takes a moment to import: load it only when a recorder is asked for.
+    if name == "UsdRecorder":
+        from .usd import UsdRecorder
+
+        return UsdRecorder
+    raise AttributeError(f"module 'inertia' has no attribute {name!r}")
+
+
 __all__ = [
     "ModelBuilder",
     "Model",
@@ -28,4 +38,5 @@ __all__ = [
     "SemiImplicitSolver",
     "SolverBase",
     "lame_from_young",
+    "UsdRecorder",
 ]

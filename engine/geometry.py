@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-_DEGENERATE = 1e-12
+# Relative thickness below which a rest shape counts as degenerate: the smallest height of
+# the element over its longest edge. The kernels run in float32 (relative precision ~1e-7),
+# so a sliver thinner than this has a rest shape they cannot represent: its inverse rest
+# matrix is huge and its forces blow up at the first step.
+_DEGENERATE = 1e-6
 
 
 def triangle_rest_pose(x: np.ndarray):
@@ -15,8 +19,9 @@ def triangle_rest_pose(x: np.ndarray):
     e1, e2 = x[1] - x[0], x[2] - x[0]
     n = np.cross(e1, e2)
     area = 0.5 * float(np.linalg.norm(n))
-    scale = max(float(np.dot(e1, e1)), float(np.dot(e2, e2)), 1e-30)
-    if area <= _DEGENERATE * scale:
+    longest = max(float(np.linalg.norm(x[a] - x[b])) for a, b in ((0, 1), (0, 2), (1, 2)))
+    # smallest height = 2 area / longest edge
+    if not longest > 0.0 or 2.0 * area <= _DEGENERATE * longest * longest:
         return None, area
     # orthonormal in-plane frame (t, b) with t along the first edge
     t = e1 / np.linalg.norm(e1)
@@ -29,8 +34,11 @@ def tet_rest_pose(x: np.ndarray):
     """Inverse rest edge matrix and signed rest volume of a tetrahedron ``x`` (4, 3)."""
     dm = np.stack([x[1] - x[0], x[2] - x[0], x[3] - x[0]], axis=1)
     volume = float(np.linalg.det(dm)) / 6.0
-    scale = max(float(np.max(np.sum((x[1:] - x[0]) ** 2, axis=1))), 1e-30) ** 1.5
-    if abs(volume) <= _DEGENERATE * scale:
+    longest = max(float(np.linalg.norm(x[a] - x[b])) for a in range(4) for b in range(a + 1, 4))
+    faces = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3))
+    largest_face = max(0.5 * float(np.linalg.norm(np.cross(x[b] - x[a], x[c] - x[a]))) for a, b, c in faces)
+    # smallest height = 3 volume / largest face area
+    if not largest_face > 0.0 or 3.0 * abs(volume) <= _DEGENERATE * largest_face * longest:
         return None, volume
     return np.linalg.inv(dm), volume
 

@@ -8,6 +8,8 @@ example a stiffness being optimised); what changes each step lives in
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import warp as wp
 
@@ -28,6 +30,61 @@ def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
     offsets[1:] = np.cumsum([len(s) for s in neighbours])
     flat = np.array([b for s in neighbours for b in sorted(s)], dtype=np.int32)
     return offsets, flat
+
+
+_CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
+                    "particle_pair_count", "particle_pair")
+
+
+def _recording_tape():
+    """The ``wp.Tape`` being recorded right now, or None."""
+    try:
+        return wp._src.context.runtime.tape
+    except AttributeError:  # pragma: no cover - a Warp without this internal
+        return None
+
+
+def _tape_history(tape, contacts) -> list:
+    """Per-step snapshots of ``contacts`` recorded on ``tape``.
+
+    A new list when the tape is another one, or was reset since (its last restore
+    entry is no longer where it was recorded), so nothing accumulates across resets.
+    """
+    rec = getattr(contacts, "_tape_record", None)
+    if rec is not None:
+        ref, index, entry, history = rec
+        launches = getattr(tape, "launches", None)
+        if ref() is tape and launches is not None and len(launches) > index and launches[index] is entry:
+            return history
+    return []
+
+
+def _restore_contacts(contacts, snapshot) -> None:
+    for name, saved in zip(_CONTACT_BUFFERS, snapshot):
+        wp.copy(getattr(contacts, name), saved)
+
+
+def _record_contact_restore(tape, contacts) -> None:
+    """Record a backward-only tape entry that restores the lists of the step before this one.
+
+    Entry k (recorded before detection k) runs in the backward pass after step k's
+    adjoint and before step k-1's, so it puts snapshot k-1 back. Entry 0 runs last
+    and puts the final step's lists back, so a second ``backward()`` works too.
+    """
+    history = _tape_history(tape, contacts)
+    k = len(history)
+
+    def restore():
+        if history:
+            _restore_contacts(contacts, history[k - 1] if k > 0 else history[-1])
+
+    tape.record_func(backward=restore, arrays=[])
+    contacts._tape_record = (weakref.ref(tape), len(tape.launches) - 1, restore, history)
+
+
+def _snapshot_contacts(tape, contacts) -> None:
+    history = contacts._tape_record[3]
+    history.append(tuple(wp.clone(getattr(contacts, n)) for n in _CONTACT_BUFFERS))
 
 
 class Model:
@@ -192,10 +249,22 @@ class Model:
         Args:
             check_overflow: warn when a buffer overflowed (a host read of two
                 counters). Default: on, except while a graph is being captured.
+
+        Under a recording ``wp.Tape`` one ``Contacts`` may be reused for every
+        step: each call keeps a device copy of the contact lists it found and
+        records a tape entry that puts the previous step's lists back during
+        ``tape.backward()``, so the backward pass of every step sees the
+        contacts that its forward pass used (not the last step's). The cost is
+        one copy of the contact buffers per recorded step.
         """
         from .collision import collide
 
+        tape = _recording_tape()
+        if tape is not None:
+            _record_contact_restore(tape, contacts)  # before detection overwrites the previous step's lists
         collide(self, state, contacts)
+        if tape is not None:
+            _snapshot_contacts(tape, contacts)
         if check_overflow is None:
             check_overflow = not self.device.is_capturing
         if check_overflow:

@@ -10,6 +10,9 @@ read every stage's output back and are for debugging.
 from __future__ import annotations
 
 import math
+import numbers
+
+import numpy as np
 
 from ..diagnostics import check_finite as _check_finite
 
@@ -30,7 +33,8 @@ class SolverBase:
         self.step_count = 0  # steps taken by this solver (used in error reports)
 
     def _validate(self, state_in, state_out, control, contacts, dt) -> None:
-        if not isinstance(dt, (int, float)) or isinstance(dt, bool) or not math.isfinite(dt) or dt <= 0.0:
+        # any real scalar (Python or NumPy: np.float32 is not a float subclass), but not a bool
+        if not isinstance(dt, numbers.Real) or isinstance(dt, (bool, np.bool_)) or not math.isfinite(dt) or dt <= 0.0:
             raise ValueError(f"dt must be a finite number > 0 (seconds), got {dt!r}")
         if state_in is state_out:
             raise ValueError("state_in and state_out must be different State objects (step never writes its input)")

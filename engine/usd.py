@@ -1,0 +1,165 @@
+"""Trajectory export to USD (``usd-core``): particles, cloth/soft meshes and static shapes.
+
+    with inertia.UsdRecorder("out.usda", model, fps=60) as rec:
+        for frame in range(n):
+            ...simulate...
+            rec.record(state)
+
+The stage is built in memory and written on ``close()`` (or when the ``with``
+block ends, also on an exception) to a temporary file that is then renamed
+into place, so a crash never leaves a half-written file. Open the result with
+``usdview out.usda``, Omniverse, or Blender's USD import.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from pxr import Gf, Usd, UsdGeom, Vt
+
+from .types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE
+
+# USD knows only Y-up and Z-up stages; an X-up model is written as Y-up (its data unchanged).
+_UP_TOKENS = {0: UsdGeom.Tokens.y, 1: UsdGeom.Tokens.y, 2: UsdGeom.Tokens.z}
+
+
+def _safe_name(label: str) -> str:
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in label)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+class UsdRecorder:
+    """Records states of a model as USD time samples.
+
+    Args:
+        path: output file (``.usda`` text, ``.usd``/``.usdc`` binary).
+        model: the :class:`inertia.Model` whose states will be recorded.
+        fps: time codes per second; frame k is written at time code k
+            unless ``record(state, time=...)`` gives a time in seconds.
+        ground_size: half extent [m] of the quad drawn for a ground plane.
+    """
+
+    def __init__(self, path: str, model, fps: float = 60.0, ground_size: float = 5.0):
+        if not fps > 0:
+            raise ValueError(f"fps must be > 0, got {fps}")
+        self.path = os.fspath(path)
+        self.model = model
+        self.fps = float(fps)
+        self.frame_count = 0
+        self._first_time = None
+        self._last_time = None
+        self.stage = Usd.Stage.CreateInMemory()
+        UsdGeom.SetStageUpAxis(self.stage, _UP_TOKENS[model.up_axis])
+        UsdGeom.SetStageMetersPerUnit(self.stage, 1.0)
+        self.stage.SetTimeCodesPerSecond(self.fps)
+        root = UsdGeom.Xform.Define(self.stage, "/world")
+        self.stage.SetDefaultPrim(root.GetPrim())
+
+        self._points = None
+        self._mesh = None
+        if model.particle_count:
+            self._points = UsdGeom.Points.Define(self.stage, "/world/particles")
+            widths = 2.0 * model.particle_radius.numpy().astype(np.float64)
+            self._points.CreateWidthsAttr(Vt.FloatArray.FromNumpy(widths.astype(np.float32)))
+        faces = self._surface_triangles()
+        if len(faces):
+            self._mesh = UsdGeom.Mesh.Define(self.stage, "/world/surface")
+            self._mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(faces), 3, dtype=np.int32)))
+            self._mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(faces.reshape(-1).astype(np.int32)))
+            self._mesh.CreateDoubleSidedAttr(True)
+        self._write_static_shapes(ground_size)
+
+    def _surface_triangles(self) -> np.ndarray:
+        """Cloth triangles plus the boundary faces of the tet meshes (faces used by one tet only)."""
+        m = self.model
+        faces = [m.tri_indices.numpy().reshape(-1, 3)] if m.tri_count else []
+        if m.tet_count:
+            tets = m.tet_indices.numpy()
+            # faces wound so that their normal points away from the opposite vertex
+            local = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+            all_faces = tets[:, local].reshape(-1, 3)
+            keys = np.sort(all_faces, axis=1)
+            _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+            faces.append(all_faces[counts[inverse.reshape(-1)] == 1])
+        return np.concatenate(faces) if faces else np.zeros((0, 3), dtype=np.int32)
+
+    def _write_static_shapes(self, ground_size: float) -> None:
+        m = self.model
+        if not m.shape_count:
+            return
+        types = m.shape_type.numpy()
+        scales = m.shape_scale.numpy()
+        xforms = m.shape_transform.numpy()
+        mesh_iter = iter(m.shape_meshes)
+        for s in range(m.shape_count):
+            path = f"/world/shapes/{_safe_name(m.shape_label[s])}"
+            xf = UsdGeom.Xform.Define(self.stage, path)
+            p, q = xforms[s][:3], xforms[s][3:]
+            xf.AddTranslateOp().Set(Gf.Vec3d(*map(float, p)))
+            xf.AddOrientOp().Set(Gf.Quatf(float(q[3]), float(q[0]), float(q[1]), float(q[2])))
+            t, sc = int(types[s]), scales[s]
+            if t == GEO_SPHERE:
+                UsdGeom.Sphere.Define(self.stage, path + "/geom").CreateRadiusAttr(float(sc[0]))
+            elif t == GEO_BOX:
+                cube = UsdGeom.Cube.Define(self.stage, path + "/geom")
+                cube.CreateSizeAttr(2.0)
+                cube.AddScaleOp().Set(Gf.Vec3f(*map(float, sc)))
+            elif t == GEO_CAPSULE:
+                cap = UsdGeom.Capsule.Define(self.stage, path + "/geom")
+                cap.CreateRadiusAttr(float(sc[0]))
+                cap.CreateHeightAttr(2.0 * float(sc[1]))
+                cap.CreateAxisAttr(UsdGeom.Tokens.z)
+            elif t in (GEO_MESH, GEO_PLANE):
+                if t == GEO_MESH:
+                    wm = next(mesh_iter)
+                    pts, idx = wm.points.numpy(), wm.indices.numpy()
+                else:
+                    g = float(ground_size)
+                    pts = np.array([[-g, -g, 0], [g, -g, 0], [g, g, 0], [-g, g, 0]], dtype=np.float32)
+                    idx = np.array([0, 1, 2, 0, 2, 3], dtype=np.int32)
+                mesh = UsdGeom.Mesh.Define(self.stage, path + "/geom")
+                mesh.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(pts.astype(np.float32)))
+                mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(idx) // 3, 3, dtype=np.int32)))
+                mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(idx.astype(np.int32)))
+
+    def record(self, state, time: float | None = None) -> float:
+        """Write ``state``'s particle positions as one time sample; returns the time code used."""
+        code = float(self.frame_count) if time is None else float(time) * self.fps
+        if self._last_time is not None and code <= self._last_time:
+            raise ValueError(f"time code {code} is not after the previous one ({self._last_time})")
+        if self._points is not None:
+            q = Vt.Vec3fArray.FromNumpy(state.particle_q.numpy().astype(np.float32))
+            self._points.GetPointsAttr().Set(q, Usd.TimeCode(code))
+            if self._mesh is not None:
+                self._mesh.GetPointsAttr().Set(q, Usd.TimeCode(code))
+        self._first_time = code if self._first_time is None else self._first_time
+        self._last_time = code
+        self.frame_count += 1
+        return code
+
+    def close(self) -> str:
+        """Write the file (atomically: temporary file, then rename). Returns its path."""
+        if self.stage is None:
+            return self.path
+        if self._first_time is not None:
+            self.stage.SetStartTimeCode(self._first_time)
+            self.stage.SetEndTimeCode(self._last_time)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        root, ext = os.path.splitext(self.path)
+        tmp = f"{root}.tmp{os.getpid()}{ext}"
+        self.stage.GetRootLayer().Export(tmp)
+        os.replace(tmp, self.path)
+        self.stage = None
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+__all__ = ["UsdRecorder"]

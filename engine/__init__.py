@@ -12,7 +12,9 @@ from .contacts import ContactOverflowError, Contacts
 from .diagnostics import NonFiniteError
 from .materials import lame_from_young
 from .model import Model
+from .rollout import DIFFERENTIABLE_PARAMS, Rollout
 from .state import Control, State
+from .tape_guard import TapeReuseError
 from .solvers import SemiImplicitSolver, SolverBase
 
 __version__ = "0.1.0"
@@ -37,6 +39,9 @@ __all__ = [
     "NonFiniteError",
     "SemiImplicitSolver",
     "SolverBase",
+    "Rollout",
+    "DIFFERENTIABLE_PARAMS",
+    "TapeReuseError",
     "lame_from_young",
     "UsdRecorder",
 ]

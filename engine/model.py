@@ -15,6 +15,7 @@ import warp as wp
 
 from .contacts import Contacts
 from .state import Control, State
+from .tape_guard import recording_tape as _recording_tape
 
 
 def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
@@ -36,12 +37,6 @@ _CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact
                     "particle_pair_count", "particle_pair")
 
 
-def _recording_tape():
-    """The ``wp.Tape`` being recorded right now, or None."""
-    try:
-        return wp._src.context.runtime.tape
-    except AttributeError:  # pragma: no cover - a Warp without this internal
-        return None
 
 
 def _tape_history(tape, contacts) -> list:
@@ -243,7 +238,8 @@ class Model:
             raise ValueError("contact capacities must be >= 0")
         return Contacts(soft_contact_max, particle_pair_max, device=self.device)
 
-    def collide(self, state: State, contacts: Contacts, check_overflow: bool | None = None) -> Contacts:
+    def collide(self, state: State, contacts: Contacts, check_overflow: bool | None = None,
+                record_history: bool = True) -> Contacts:
         """Run collision detection on ``state`` and fill ``contacts``.
 
         Args:
@@ -255,11 +251,13 @@ class Model:
         records a tape entry that puts the previous step's lists back during
         ``tape.backward()``, so the backward pass of every step sees the
         contacts that its forward pass used (not the last step's). The cost is
-        one copy of the contact buffers per recorded step.
+        one copy of the contact buffers per recorded step. Pass
+        ``record_history=False`` when every recorded step has a ``Contacts`` of
+        its own (as :class:`inertia.Rollout` does): then nothing is copied.
         """
         from .collision import collide
 
-        tape = _recording_tape()
+        tape = _recording_tape() if record_history else None
         if tape is not None:
             _record_contact_restore(tape, contacts)  # before detection overwrites the previous step's lists
         collide(self, state, contacts)

@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from ..diagnostics import check_finite as _check_finite
+from ..tape_guard import guard_step
 
 
 class SolverBase:
@@ -49,6 +50,7 @@ class SolverBase:
             self._check_array("control.particle_f", control.particle_f, model.particle_count, dev)
         if contacts is not None and str(contacts.device) != dev:
             raise ValueError(f"contacts live on {contacts.device}, the model on {dev}")
+        guard_step(state_in, state_out)
 
     @staticmethod
     def _check_array(name, a, length, dev) -> None:

@@ -54,8 +54,8 @@ _STATE_BYTES_PER_PARTICLE = 3 * 12  # particle_q, particle_qd, particle_f (vec3 
 
 
 def _wp(t: torch.Tensor, dtype=wp.vec3) -> wp.array:
-    """Zero-copy Warp view of a contiguous float32 torch tensor."""
-    return wp.from_torch(t, dtype=dtype)
+    """Zero-copy Warp view of a contiguous float32 torch tensor (detached: Warp never sees autograd)."""
+    return wp.from_torch(t.detach(), dtype=dtype)
 
 
 class Rollout:
@@ -84,9 +84,10 @@ class Rollout:
             step that produced a NaN/inf. Backward: every kernel's adjoint is run
             on its own and checked; :class:`inertia.NonFiniteError` names the
             kernel, frame and substep where a gradient first became non-finite.
-        record_grad_norms: after each backward pass, ``grad_norms`` holds the
-            norm of the adjoint of (positions, velocities) at every frame (a
-            host read per frame).
+        record_grad_norms: after each backward pass, ``grad_norms`` (shape
+            ``(T + 1, 2)``) holds the norm of the loss gradient w.r.t. the
+            (positions, velocities) of every frame (one tape per step and a host
+            read per frame: slower).
         soft_contact_max, particle_pair_max: contact capacities per step (see
             :meth:`inertia.Model.contacts`).
 
@@ -258,7 +259,7 @@ class Rollout:
         ``params``: model-array name -> float32 tensor. Already validated.
         """
         model = self.model
-        n, T, k = model.particle_count, self.frames, self.checkpoint_every
+        n, T = model.particle_count, self.frames
         dev = q0.device
         self._write_params(params)
         ckpt = torch.empty((self.segment_count, 2, n, 3), dtype=torch.float32, device=dev)
@@ -323,7 +324,7 @@ class Rollout:
         model, solver = self.model, self.solver
         tapes = []
         tape = wp.Tape()
-        per_step = self.check_finite
+        per_step = self.check_finite or self.record_grad_norms
         j = 0
         for frame in range(f0, f1):
             control = self._frame_control(control_w, frame)
@@ -405,17 +406,25 @@ class Rollout:
 
     def _run_backward(self, tapes, f0, f1, norms) -> None:
         S = self.substeps
-        if not self.check_finite:
+        if len(tapes) == 1 and norms is None and not self.check_finite:
             tapes[0].backward()
-        else:
-            for j in reversed(range(len(tapes))):
+            return
+        # One tape per step. Warp's adjoint of an array store consumes (zeroes) the stored
+        # element's gradient, so a frame's adjoint is read just before the backward pass of the
+        # step that wrote it, when every later step has added its part.
+        for j in reversed(range(len(tapes))):
+            if norms is not None and (j + 1) % S == 0:
+                self._record_norm(norms, f0 + (j + 1) // S, self._seg_states[j + 1])
+            if self.check_finite:
                 self._backward_checked(tapes[j], f0 + j // S, j % S)
-        if norms is not None:
-            last = f1 + 1 if f1 == self.frames else f1  # frame f1 is reported by the next segment
-            for frame in range(f0, last):
-                st = self._seg_states[(frame - f0) * S]
-                norms[frame] = (np.linalg.norm(st.particle_q.grad.numpy()),
-                                np.linalg.norm(st.particle_qd.grad.numpy()))
+            else:
+                tapes[j].backward()
+        if norms is not None and f0 == 0:
+            self._record_norm(norms, 0, self._seg_states[0])
+
+    @staticmethod
+    def _record_norm(norms, frame: int, state) -> None:
+        norms[frame] = (np.linalg.norm(state.particle_q.grad.numpy()), np.linalg.norm(state.particle_qd.grad.numpy()))
 
     @staticmethod
     def _backward_checked(tape, frame: int, substep: int) -> None:

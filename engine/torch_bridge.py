@@ -55,7 +55,7 @@ def _as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
     if t.device != device:
-        raise ValueError(f"{name} is on {t.device}, but the model is on {device}; move it with .to('{device}')")
+        raise ValueError(f"{name} is on device {t.device}, but the model is on device {device}; move it with .to('{device}')")
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} contains NaN or inf")
     return t.to(torch.float32).contiguous()

@@ -89,6 +89,10 @@ class ModelBuilder(GridBuilderMixin):
         self.particle_collide = True  # particle-particle contact on/off
         self.friction_smoothing = 0.01  # velocity [m/s] below which Coulomb friction is smoothed
         self.contact_margin = None  # detection margin [m]; None: half the largest particle radius
+        # contact_smoothing h [m]: 0 is the plain penalty max(ke * depth, 0); h > 0 replaces the
+        # penetration depth by h * softplus(depth / h), so contact force (and its gradient) fades in
+        # smoothly from SMOOTH_CONTACT_REACH * h outside contact (see inertia.solvers.forces.contact)
+        self.contact_smoothing = 0.0
 
         self.current_world = 0
         self.num_worlds = 1

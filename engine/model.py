@@ -14,8 +14,16 @@ import numpy as np
 import warp as wp
 
 from .contacts import Contacts
+from .types import SMOOTH_CONTACT_REACH
 from .state import Control, State
 from .tape_guard import recording_tape as _recording_tape
+
+
+def _finite_nonnegative(x, what: str) -> float:
+    x = float(x)
+    if not (np.isfinite(x) and x >= 0.0):
+        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
+    return x
 
 
 def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +111,8 @@ class Model:
 
     Scalars: ``gravity`` (``wp.array`` of one vec3 [m/s^2], differentiable),
     ``particle_ke``, ``particle_kd``, ``particle_mu`` (particle-particle contact),
-    ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m].
+    ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m],
+    ``contact_smoothing`` [m] (0: plain penalty contact; see ``inertia.solvers.forces.contact``).
     """
 
     @classmethod
@@ -197,7 +206,10 @@ class Model:
         m.particle_damping = float(b.particle_damping)
         m.particle_collide = bool(b.particle_collide)
         m.friction_smoothing = float(b.friction_smoothing)
-        m.contact_margin = float(b.contact_margin if b.contact_margin is not None else 0.5 * m.particle_max_radius)
+        m.contact_smoothing = _finite_nonnegative(b.contact_smoothing, "contact_smoothing")
+        margin = float(b.contact_margin if b.contact_margin is not None else 0.5 * m.particle_max_radius)
+        # a smoothed contact already pushes before the surfaces touch: detect it from where it starts
+        m.contact_margin = max(margin, SMOOTH_CONTACT_REACH * m.contact_smoothing)
 
         offsets, flat = _csr_exclusions(
             n, (b.spring_indices, b.tri_indices, b.edge_indices, b.tet_indices)

@@ -29,3 +29,7 @@ def axis_index(up_axis) -> int:
     if isinstance(up_axis, int) and not isinstance(up_axis, bool) and 0 <= up_axis <= 2:
         return up_axis
     raise ValueError(f"up_axis must be 'x', 'y', 'z' or 0..2, got {up_axis!r}")
+
+# A contact smoothed with length h (Model.contact_smoothing) starts pushing this many h before the
+# surfaces touch: softplus(-12) = 6e-6, i.e. a force of 6e-6 ke h there.
+SMOOTH_CONTACT_REACH = 12.0

@@ -1,6 +1,14 @@
-"""Penalty contact with smoothed Coulomb friction.
+"""Penalty contact with smoothed Coulomb friction, and an optional smoothed normal force.
 
-Normal: f_n = max(ke * penetration - kd * v_n, 0) along the contact normal.
+Normal: f_n = max(ke * d - kd * v_n * g, 0) along the contact normal, where d is
+the penetration depth and g = 1 (plain penalty contact) unless the model's
+``contact_smoothing`` h [m] is > 0. Then d is replaced by h * softplus(depth / h)
+and g by sigmoid(depth / h): the force rises smoothly from zero, starting
+``SMOOTH_CONTACT_REACH * h`` before the surfaces touch, instead of switching on at
+depth 0. Deep in contact (depth >> h) it is the plain force again; a body at rest
+sits h * ln(e^(m g / (ke h)) - 1) deep instead of m g / ke (always shallower,
+and above the surface once h > m g / (ke ln 2)): the little physical stiffness
+traded for gradients that do not jump with the step at which contact begins.
 Friction: f_t = -min(mu f_n |v_t| / sqrt(|v_t|^2 + eps^2), m |v_t| / dt) * v_t / |v_t|,
 where eps = ``model.friction_smoothing`` [m/s] makes Coulomb's law smooth (so it
 is differentiable at v_t = 0) and the second bound keeps an explicit step from
@@ -11,6 +19,30 @@ sliding faster than eps, the deceleration is mu g on flat ground, as Coulomb say
 import warp as wp
 
 from ...collision.sdf import shape_sdf_world
+from ...types import SMOOTH_CONTACT_REACH
+
+
+@wp.func
+def contact_depth(depth: float, h: float):
+    """Effective penetration: ``depth`` itself when h = 0, else h * softplus(depth / h) (always > 0)."""
+    if h <= 0.0:
+        return depth
+    x = depth / h
+    return h * (wp.max(x, 0.0) + wp.log(1.0 + wp.exp(-wp.abs(x))))
+
+
+@wp.func
+def contact_gate(depth: float, h: float):
+    """Weight of the normal damping: 1 when h = 0, else sigmoid(depth / h) (the slope of contact_depth)."""
+    if h <= 0.0:
+        return 1.0
+    return 1.0 / (1.0 + wp.exp(-depth / h))
+
+
+@wp.func
+def contact_reach(h: float):
+    """How far outside contact (depth < 0) a contact still pushes [m]."""
+    return SMOOTH_CONTACT_REACH * h
 
 
 @wp.func
@@ -39,6 +71,7 @@ def particle_shape_contact_kernel(
     contact_particle: wp.array(dtype=wp.int32),
     contact_shape: wp.array(dtype=wp.int32),
     friction_eps: float,
+    smoothing: float,
     dt: float,
     f: wp.array(dtype=wp.vec3),
 ):
@@ -53,12 +86,13 @@ def particle_shape_contact_kernel(
     r = radius[p]
     sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], shape_transform[s], x[p], 2.0 * r + 1.0)
     depth = r - sd[3]
-    if depth <= 0.0:
+    if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
         return
     n = wp.vec3(sd[0], sd[1], sd[2])
     vp = v[p]
     vn = wp.dot(n, vp)
-    fn = wp.max(shape_ke[s] * depth - shape_kd[s] * vn, 0.0)
+    d = contact_depth(depth, smoothing)
+    fn = wp.max(shape_ke[s] * d - shape_kd[s] * vn * contact_gate(depth, smoothing), 0.0)
     ft = friction_force(vp - n * vn, fn, shape_mu[s], friction_eps, 1.0 / w, dt)
     wp.atomic_add(f, p, n * fn + ft)
 
@@ -75,6 +109,7 @@ def particle_pair_contact_kernel(
     kd: float,
     mu: float,
     friction_eps: float,
+    smoothing: float,
     dt: float,
     f: wp.array(dtype=wp.vec3),
 ):
@@ -89,12 +124,12 @@ def particle_pair_contact_kernel(
     d = x[i] - x[j]
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
-    if depth <= 0.0 or dist < 1.0e-12:
+    if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0) or dist < 1.0e-12:
         return
     n = d / dist
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
-    fn = wp.max(ke * depth - kd * vn, 0.0)
+    fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
     fc = n * fn + friction_force(vrel - n * vn, fn, mu, friction_eps, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)
@@ -112,7 +147,7 @@ def eval_particle_shape_contact_forces(model, state, contacts, dt: float, partic
             model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
             model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
             contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
-            model.friction_smoothing, dt,
+            model.friction_smoothing, model.contact_smoothing, dt,
         ],
         outputs=[particle_f],
         device=model.device,
@@ -128,7 +163,8 @@ def eval_particle_pair_contact_forces(model, state, contacts, dt: float, particl
         inputs=[
             state.particle_q, state.particle_qd, model.particle_radius, model.particle_inv_mass,
             contacts.particle_pair_count, contacts.particle_pair,
-            model.particle_ke, model.particle_kd, model.particle_mu, model.friction_smoothing, dt,
+            model.particle_ke, model.particle_kd, model.particle_mu, model.friction_smoothing,
+            model.contact_smoothing, dt,
         ],
         outputs=[particle_f],
         device=model.device,

@@ -15,6 +15,16 @@ import numpy as np
 import warp as wp
 
 
+@wp.kernel
+def record_peak_counts(
+    soft_count: wp.array(dtype=wp.int32),
+    pair_count: wp.array(dtype=wp.int32),
+    peak: wp.array(dtype=wp.int32),
+):
+    wp.atomic_max(peak, 0, soft_count[0])
+    wp.atomic_max(peak, 1, pair_count[0])
+
+
 class ContactOverflowError(RuntimeError):
     """Raised by ``check_overflow(raise_error=True)`` when a buffer was too small."""
 
@@ -47,6 +57,9 @@ class Contacts:
             self.soft_contact_shape = wp.full(max(1, self.soft_contact_max), -1, dtype=wp.int32)
             self.particle_pair_count = wp.zeros(1, dtype=wp.int32)
             self.particle_pair = wp.zeros(max(1, self.particle_pair_max), dtype=wp.vec2i)
+            # largest (soft, pair) counts requested since reset_peak(): an overflow in any step of a
+            # long run stays visible without a host read per step
+            self.peak_counts = wp.zeros(2, dtype=wp.int32)
         # Hash grid for particle-particle broad phase; created lazily by collide()
         # (once) so that models without particle contact pay nothing.
         self.grid_dim = int(grid_dim)
@@ -56,10 +69,25 @@ class Contacts:
         self.soft_contact_count.zero_()
         self.particle_pair_count.zero_()
 
-    def counts(self) -> dict:
-        """Requested contact counts and capacities (reads device memory: a host sync)."""
-        soft = int(self.soft_contact_count.numpy()[0])
-        pairs = int(self.particle_pair_count.numpy()[0])
+    def record_peak(self) -> None:
+        """Fold this step's counters into ``peak_counts`` (a kernel: no host sync; collide() calls it)."""
+        wp.launch(record_peak_counts, dim=1, inputs=[self.soft_contact_count, self.particle_pair_count],
+                  outputs=[self.peak_counts], device=self.device)
+
+    def reset_peak(self) -> None:
+        self.peak_counts.zero_()
+
+    def counts(self, since_reset: bool = False) -> dict:
+        """Requested contact counts and capacities (reads device memory: a host sync).
+
+        ``since_reset``: the largest counts of any ``collide()`` since :meth:`reset_peak`
+        instead of the last one's.
+        """
+        if since_reset:
+            soft, pairs = (int(x) for x in self.peak_counts.numpy())
+        else:
+            soft = int(self.soft_contact_count.numpy()[0])
+            pairs = int(self.particle_pair_count.numpy()[0])
         return {
             "soft_contacts": soft,
             "soft_contact_max": self.soft_contact_max,
@@ -67,27 +95,31 @@ class Contacts:
             "particle_pair_max": self.particle_pair_max,
         }
 
-    def overflow(self) -> dict:
-        """Number of contacts dropped per buffer in the last ``collide()`` (0 when none)."""
-        c = self.counts()
+    def overflow(self, since_reset: bool = False) -> dict:
+        """Contacts dropped per buffer in the last ``collide()`` (or the worst step since :meth:`reset_peak`)."""
+        c = self.counts(since_reset)
         return {
             "soft_contacts": max(0, c["soft_contacts"] - c["soft_contact_max"]),
             "particle_pairs": max(0, c["particle_pairs"] - c["particle_pair_max"]),
         }
 
-    def check_overflow(self, raise_error: bool = False) -> bool:
-        """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did."""
-        over = self.overflow()
+    def check_overflow(self, raise_error: bool = False, since_reset: bool = False) -> bool:
+        """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did.
+
+        ``since_reset``: check every ``collide()`` since :meth:`reset_peak`, not only the last.
+        """
+        over = self.overflow(since_reset)
         if not any(over.values()):
             return False
-        c = self.counts()
+        c = self.counts(since_reset)
         parts = []
         if over["soft_contacts"]:
             parts.append(f"particle-shape contacts: {c['soft_contacts']} requested, capacity {c['soft_contact_max']}")
         if over["particle_pairs"]:
             parts.append(f"particle-particle pairs: {c['particle_pairs']} requested, capacity {c['particle_pair_max']}")
         msg = (
-            "contact buffer overflow (" + "; ".join(parts) + "): the excess contacts were ignored this step. "
+            "contact buffer overflow (" + "; ".join(parts) + "): the excess contacts were ignored "
+            + ("in at least one step. " if since_reset else "this step. ") +
             "Pass a larger soft_contact_max / particle_pair_max to model.contacts()."
         )
         if raise_error:

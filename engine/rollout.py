@@ -278,10 +278,13 @@ class Rollout:
         self.solver.step_count = 0
         solver_checks = self.solver.check_finite
         self.solver.check_finite = solver_checks or self.check_finite
+        self._fwd_contacts.reset_peak()
         try:
             self._forward_frames(a, b, f_w, ckpt_w, q_w, qd_w)
         finally:
             self.solver.check_finite = solver_checks
+        # one host read per rollout; the backward pass re-simulates the same steps, so it finds the same contacts
+        self._fwd_contacts.check_overflow(since_reset=True)
         return q_out, qd_out, ckpt
 
     def _forward_frames(self, a, b, f_w, ckpt_w, q_w, qd_w) -> None:
@@ -292,7 +295,6 @@ class Rollout:
                 wp.copy(ckpt_w[2 * s], a.particle_q)
                 wp.copy(ckpt_w[2 * s + 1], a.particle_qd)
             a, b = self._simulate_frame(a, b, self._frame_control(f_w, frame), self._fwd_contacts)
-            self._fwd_contacts.check_overflow()  # one host read per frame (last substep's counters)
             if self.output == "trajectory":
                 wp.copy(q_w[frame + 1], a.particle_q)
                 wp.copy(qd_w[frame + 1], a.particle_qd)

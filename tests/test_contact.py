@@ -301,6 +301,20 @@ def test_contact_overflow_warns_counts_and_raises():
     with pytest.raises(inertia.ContactOverflowError):
         tiny.check_overflow(raise_error=True)
 
+    # an overflow in an earlier step stays visible in the peak counts (no host read per step)
+    tiny.reset_peak()
+    with pytest.warns(RuntimeWarning):
+        model.collide(state, tiny)
+    lifted = model.state()
+    lifted.particle_q.assign(state.particle_q.numpy() + np.array([0.0, 0.0, 1.0], dtype=np.float32))
+    model.collide(lifted, tiny, check_overflow=False)
+    assert not tiny.check_overflow()  # the last step was fine ...
+    assert tiny.overflow(since_reset=True)["soft_contacts"] == 3  # ... an earlier one was not
+    with pytest.raises(inertia.ContactOverflowError, match="at least one step"):
+        tiny.check_overflow(raise_error=True, since_reset=True)
+    tiny.reset_peak()
+    assert not tiny.check_overflow(since_reset=True)
+
     # particle pairs overflow too: three mutually overlapping particles make 3 pairs
     b = inertia.ModelBuilder(up_axis="z", gravity=0.0)
     for x in (0.0, 0.05, 0.1):

@@ -7,6 +7,8 @@ that one pair of forward runs checks all entries of an input at once.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -371,3 +373,19 @@ def test_ping_pong_states_under_a_tape_raise():
         solver.step(s0, s1, control, None, 1e-3)
         s0, s1 = s1, s0
     assert np.isfinite(s0.particle_q.numpy()).all()
+
+
+def test_contact_overflow_in_any_substep_is_reported():
+    b = inertia.ModelBuilder()
+    for i in range(3):
+        b.add_particle((0.3 * i, 0.0, 0.08), mass=1.0, radius=0.05)
+    b.add_ground_plane()
+    model = b.finalize(device=DEVICE)
+    roomy = make_rollout(model, frames=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q, _ = roomy()
+    assert float(q[:, :, 2].min()) < 0.05  # they reached the ground: three contacts at once
+    tight = make_rollout(model, frames=10, soft_contact_max=1)
+    with pytest.warns(RuntimeWarning, match="at least one step"):
+        tight()

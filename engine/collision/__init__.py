@@ -11,7 +11,7 @@ from .particle_shape import detect_particle_shape_contacts
 
 
 def collide(model, state, contacts: Contacts) -> None:
-    """Clear the counters, then find particle-shape contacts and particle-particle pairs."""
+    """Clear the counters, find particle-shape contacts and particle-particle pairs, keep the peak counts."""
     if state.particle_q is None or state.particle_q.shape[0] != model.particle_count:
         raise ValueError("collide(): state does not belong to this model (particle count differs)")
     if str(state.particle_q.device) != str(model.device) or str(contacts.device) != str(model.device):
@@ -22,6 +22,7 @@ def collide(model, state, contacts: Contacts) -> None:
     contacts.clear()
     detect_particle_shape_contacts(model, state, contacts)
     detect_particle_pairs(model, state, contacts)
+    contacts.record_peak()
 
 
 __all__ = ["collide", "detect_particle_shape_contacts", "detect_particle_pairs"]

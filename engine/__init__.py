@@ -15,7 +15,7 @@ from .model import Model
 from .rollout import DIFFERENTIABLE_PARAMS, Rollout
 from .state import Control, State
 from .tape_guard import TapeReuseError
-from .solvers import SemiImplicitSolver, SolverBase
+from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
 
 __version__ = "0.1.0"
 
@@ -38,6 +38,7 @@ __all__ = [
     "ContactOverflowError",
     "NonFiniteError",
     "SemiImplicitSolver",
+    "XPBDSolver",
     "SolverBase",
     "Rollout",
     "DIFFERENTIABLE_PARAMS",

@@ -368,9 +368,7 @@ class Rollout:
             f0, f1 = s * k, min(T, (s + 1) * k)
             steps = (f1 - f0) * S
             for st in states[: steps + 1]:
-                st.particle_q.grad.zero_()
-                st.particle_qd.grad.zero_()
-                st.particle_f.grad.zero_()
+                st.zero_grad()  # and the solver's per-step buffers: their adjoints accumulate otherwise
             wp.copy(states[0].particle_q, ckpt_w[2 * s])
             wp.copy(states[0].particle_qd, ckpt_w[2 * s + 1])
             tapes = self._record_segment(f0, f1, control_w)

@@ -39,6 +39,16 @@ class State:
     def requires_grad(self) -> bool:
         return bool(self.particle_q is not None and self.particle_q.requires_grad)
 
+    def zero_grad(self) -> None:
+        """Zero the gradients of this state's arrays, and of any per-step buffers a solver keeps on it."""
+        for name in ("particle_q", "particle_qd", "particle_f"):
+            a = getattr(self, name)
+            if a is not None and a.grad is not None:
+                a.grad.zero_()
+        for buffers in self.__dict__.values():
+            if hasattr(buffers, "zero_grad") and buffers is not self:
+                buffers.zero_grad()
+
 
 class Control:
     """Inputs a controller sets before each step.

@@ -2,5 +2,6 @@
 
 from .semi_implicit import SemiImplicitSolver
 from .solver import SolverBase
+from .xpbd import XPBDSolver
 
-__all__ = ["SemiImplicitSolver", "SolverBase"]
+__all__ = ["SemiImplicitSolver", "SolverBase", "XPBDSolver"]

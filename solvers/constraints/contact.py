@@ -1,0 +1,131 @@
+"""Contact constraints for XPBD: non-penetration C = distance - radius >= 0 with Coulomb friction.
+
+Each pass projects a penetrating particle out along the contact normal by its
+depth d, and removes the tangential motion of this step up to mu * d: all of
+it when that is within the friction cone (static friction), else a slice of
+length mu * d (dynamic friction, i.e. a velocity change of mu * d / dt). For a
+particle resting on flat ground d = g dt^2 in the first pass, so the friction
+decelerates a sliding particle by mu g, as Coulomb says. Contacts are hard
+(zero compliance) and read the candidates that ``model.collide`` found; the
+geometry is re-evaluated at every iterate, so gradients follow it. A
+particle's correction is scaled by omega / (1 + n) (n: distance constraints
+on it) like the distance constraints': the same Jacobi mass splitting, which
+leaves the converged answer (no penetration) unchanged.
+"""
+
+import warp as wp
+
+from ...collision.sdf import shape_sdf_world
+
+
+@wp.func
+def friction_correction(motion_t: wp.vec3, limit: float):
+    """The part of the tangential motion that friction with budget ``limit`` [m] cancels."""
+    lt = wp.length(motion_t)
+    result = wp.vec3(0.0)
+    if lt <= limit:
+        result = motion_t
+    else:
+        result = motion_t * (limit / lt)
+    return result
+
+
+@wp.kernel
+def solve_shape_contacts_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shape_mu: wp.array(dtype=float),
+    contact_count: wp.array(dtype=wp.int32),
+    contact_particle: wp.array(dtype=wp.int32),
+    contact_shape: wp.array(dtype=wp.int32),
+    particle_scale: wp.array(dtype=float),
+    delta: wp.array(dtype=wp.vec3),
+):
+    c = wp.tid()
+    if c >= contact_count[0]:
+        return
+    p = contact_particle[c]
+    s = contact_shape[c]
+    if inv_mass[p] == 0.0:
+        return
+    r = radius[p]
+    xp = x[p]
+    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], shape_transform[s], xp, 2.0 * r + 1.0)
+    depth = r - sd[3]
+    if depth <= 0.0:
+        return
+    n = wp.vec3(sd[0], sd[1], sd[2])
+    motion = xp - x_start[p]
+    motion_t = motion - n * wp.dot(n, motion)
+    corr = n * depth - friction_correction(motion_t, shape_mu[s] * depth)
+    wp.atomic_add(delta, p, corr * particle_scale[p])
+
+
+@wp.kernel
+def solve_particle_contacts_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+    mu: float,
+    particle_scale: wp.array(dtype=float),
+    delta: wp.array(dtype=wp.vec3),
+):
+    c = wp.tid()
+    if c >= pair_count[0]:
+        return
+    i = pairs[c][0]
+    j = pairs[c][1]
+    wi = inv_mass[i]
+    wj = inv_mass[j]
+    w = wi + wj
+    if w == 0.0:
+        return
+    d = x[i] - x[j]
+    dist = wp.length(d)
+    depth = radius[i] + radius[j] - dist
+    if depth <= 0.0 or dist < 1.0e-12:
+        return
+    n = d / dist
+    rel = (x[i] - x_start[i]) - (x[j] - x_start[j])
+    rel_t = rel - n * wp.dot(n, rel)
+    corr = (n * depth - friction_correction(rel_t, mu * depth)) * wp.min(particle_scale[i], particle_scale[j])
+    # split by inverse mass: equal and opposite impulses, so momentum is conserved
+    wp.atomic_add(delta, i, corr * (wi / w))
+    wp.atomic_sub(delta, j, corr * (wj / w))
+
+
+def solve_shape_contacts(model, state_in, x, contacts, particle_scale, delta) -> None:
+    if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
+        return
+    wp.launch(
+        solve_shape_contacts_kernel,
+        dim=contacts.soft_contact_max,
+        inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
+                model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
+                model.shape_material_mu, contacts.soft_contact_count, contacts.soft_contact_particle,
+                contacts.soft_contact_shape, particle_scale],
+        outputs=[delta],
+        device=model.device,
+    )
+
+
+def solve_particle_contacts(model, state_in, x, contacts, particle_scale, delta) -> None:
+    if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
+        return
+    wp.launch(
+        solve_particle_contacts_kernel,
+        dim=contacts.particle_pair_max,
+        inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
+                contacts.particle_pair_count, contacts.particle_pair, model.particle_mu, particle_scale],
+        outputs=[delta],
+        device=model.device,
+    )

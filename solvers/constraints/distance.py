@@ -1,0 +1,70 @@
+"""Distance constraints (springs) for XPBD: C = |x_i - x_j| - l0, compliance alpha = 1 / ke.
+
+One Jacobi pass: every constraint reads the current iterate, computes its
+multiplier increment (Macklin, Müller & Chentanez 2016, with their damping term)
+
+    dlambda = (-C - alpha~ lambda - gamma grad C . (x - x_n)) / ((1 + gamma) sum_i w_i |grad_i C|^2 + alpha~)
+    alpha~ = alpha / dt^2,   gamma = alpha kd / dt
+
+scales it by s = omega / max(n_i, n_j) (n: distance constraints on a particle;
+Jacobi's mass splitting, so that constraints sharing a particle do not
+overshoot together), and adds w_i grad_i C s dlambda to its particles'
+correction. The multiplier accumulates the same scaled increment, so at
+convergence lambda / dt^2 is the spring's force and XPBD's equilibrium is the
+physical one. The multipliers of iteration k are read from one array and
+written to another, so a recorded step keeps all of them for the backward
+pass. A spring with ke <= 0 is inactive.
+"""
+
+import warp as wp
+
+
+@wp.kernel
+def solve_distance_constraints_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    inv_mass: wp.array(dtype=float),
+    indices: wp.array(dtype=wp.int32),
+    rest_length: wp.array(dtype=float),
+    stiffness: wp.array(dtype=float),
+    damping: wp.array(dtype=float),
+    scale: wp.array(dtype=float),
+    lambda_in: wp.array(dtype=float),
+    dt: float,
+    delta: wp.array(dtype=wp.vec3),
+    lambda_out: wp.array(dtype=float),
+):
+    c = wp.tid()
+    i = indices[2 * c]
+    j = indices[2 * c + 1]
+    lam = lambda_in[c]
+    wi = inv_mass[i]
+    wj = inv_mass[j]
+    ke = stiffness[c]
+    d = x[i] - x[j]
+    length = wp.length(d)
+    dlam = float(0.0)
+    # one store of lambda_out at the end: a second store to the same element would get its adjoint twice
+    if wi + wj > 0.0 and ke > 0.0 and length > 1.0e-12:
+        n = d / length
+        alpha = 1.0 / ke
+        alpha_t = alpha / (dt * dt)
+        gamma = alpha * damping[c] / dt
+        rate = wp.dot(n, (x[i] - x_start[i]) - (x[j] - x_start[j]))
+        dlam = scale[c] * (-(length - rest_length[c]) - alpha_t * lam - gamma * rate) / (
+            (1.0 + gamma) * (wi + wj) + alpha_t)
+        wp.atomic_add(delta, i, n * (wi * dlam))
+        wp.atomic_sub(delta, j, n * (wj * dlam))
+    lambda_out[c] = lam + dlam
+
+def solve_distance_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
+    if model.spring_count == 0:
+        return
+    wp.launch(
+        solve_distance_constraints_kernel,
+        dim=model.spring_count,
+        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.spring_indices, model.spring_rest_length,
+                model.spring_stiffness, model.spring_damping, scale, lambda_in, dt],
+        outputs=[delta, lambda_out],
+        device=model.device,
+    )

@@ -1,0 +1,136 @@
+"""XPBDSolver: extended position-based dynamics (Macklin, Müller & Chentanez 2016), differentiable.
+
+One step reads as its stages: take the external forces from Control, predict
+positions, then run ``iterations`` Jacobi iterations of every constraint
+(distance constraints for springs, contacts against shapes and between
+particles) and apply their averaged corrections, then recover velocities
+from the positions. Multipliers start at zero every step.
+
+Why Jacobi: every constraint of an iteration reads the same iterate and
+writes into that iteration's correction buffer, so an iteration is one kernel
+per constraint type (no colouring pass) and each iterate lives in an array of
+its own: ``wp.Tape`` keeps them all and differentiates the whole solve. Those
+per-iteration buffers (iterates, corrections, multipliers) belong to the
+*output* state of the step, allocated the first time a state is written
+(or up front with :meth:`XPBDSolver.prepare_state`) and reused from then on,
+so ``step()`` allocates nothing in a steady loop and a recorded rollout,
+which uses a new state per step, holds exactly the buffers its backward pass
+needs.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from ..integrators import predict_positions, update_velocities
+from .constraints import (
+    apply_corrections,
+    jacobi_scales,
+    solve_distance_constraints,
+    solve_particle_contacts,
+    solve_shape_contacts,
+)
+from .forces import apply_control_forces
+from .solver import SolverBase
+
+
+class _IterationBuffers:
+    """The iterates x_0..x_K, corrections and spring multipliers of one step."""
+
+    def __init__(self, model, iterations: int, requires_grad: bool):
+        n, s = model.particle_count, model.spring_count
+        with wp.ScopedDevice(model.device):
+            self.x = wp.zeros((iterations + 1, n), dtype=wp.vec3, requires_grad=requires_grad)
+            self.delta = wp.zeros((iterations, n), dtype=wp.vec3, requires_grad=requires_grad)
+            self.spring_lambda = wp.zeros((iterations + 1, max(s, 1)), dtype=float, requires_grad=requires_grad)
+        self.iterations, self.requires_grad = iterations, requires_grad
+
+    def zero_grad(self) -> None:
+        if self.requires_grad:
+            for a in (self.x, self.delta, self.spring_lambda):
+                a.grad.zero_()
+
+    def bytes(self) -> int:
+        per = 1 + (1 if self.requires_grad else 0)
+        return per * (self.x.capacity + self.delta.capacity + self.spring_lambda.capacity)
+
+
+class XPBDSolver(SolverBase):
+    """Extended position-based dynamics with Jacobi iterations.
+
+    Springs become distance constraints with compliance ``1 / spring_stiffness``
+    [m/N] and damping ``spring_damping`` [N s/m]; static shapes, the ground and
+    particle pairs become hard contacts with Coulomb friction (``mu`` of the
+    shape, ``model.particle_mu`` between particles). Stiffness does not depend
+    on the time step (XPBD's point); with too few iterations constraints come
+    out softer than their stiffness says (the residual after each iteration is
+    in ``tests/test_xpbd.py``).
+
+    Args:
+        model: the :class:`inertia.Model`.
+        iterations: Jacobi iterations per step (default 10).
+        relaxation: omega, the factor on each iteration's mass-split
+            corrections (1.0: plain splitting; up to ~1.5 converges faster on
+            chains, but over-relaxed contacts bounce).
+        check_finite: raise :class:`inertia.NonFiniteError` naming the first
+            stage and step that produced a NaN/inf (debugging; slow).
+
+    Collision candidates come from ``model.collide(state_in, ...)``: for large
+    steps give the model a ``contact_margin`` of at least the distance a
+    particle travels in one step.
+
+    Not supported yet: triangle, bending and tetrahedron constraints (a model
+    with them is refused); use ``add_cloth_grid(..., add_springs=True)`` for
+    cloth as a spring network.
+    """
+
+    def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, check_finite: bool = False):
+        super().__init__(model, check_finite)
+        if int(iterations) != iterations or iterations < 1:
+            raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
+        if not 0.0 < float(relaxation) < 2.0:
+            raise ValueError(f"relaxation must be in (0, 2), got {relaxation!r}")
+        missing = [name for name, count in (("triangles", model.tri_count), ("bending edges", model.edge_count),
+                                            ("tetrahedra", model.tet_count)) if count]
+        if missing:
+            raise ValueError(f"XPBDSolver does not support {', '.join(missing)} yet; use SemiImplicitSolver, or "
+                             "build cloth as a spring network (add_cloth_grid(..., add_springs=True))")
+        self.iterations = int(iterations)
+        self.relaxation = float(relaxation)
+        self.spring_scale, self.particle_scale = jacobi_scales(model, self.relaxation)
+
+    def prepare_state(self, state) -> None:
+        """Allocate the per-iteration buffers of ``state`` now instead of at its first step."""
+        self._buffers(state)
+
+    def _buffers(self, state) -> _IterationBuffers:
+        buf = getattr(state, "_xpbd_buffers", None)
+        if buf is None or buf.iterations != self.iterations or buf.requires_grad != state.requires_grad():
+            buf = _IterationBuffers(self.model, self.iterations, state.requires_grad())
+            state._xpbd_buffers = buf
+        return buf
+
+    def step(self, state_in, state_out, control, contacts, dt: float):
+        """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
+        self._validate(state_in, state_out, control, contacts, dt)
+        model = self.model
+        it = self._buffers(state_out)
+        if self.check_finite:
+            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd)
+
+        apply_control_forces(model, control, state_out.particle_f)
+        predict_positions(model, state_in, state_out.particle_f, dt, it.x[0])
+        self._check("predict", x=it.x[0])
+        it.delta.zero_()
+        for k in range(self.iterations):
+            solve_distance_constraints(model, state_in, it.x[k], self.spring_scale, it.spring_lambda[k],
+                                       it.spring_lambda[k + 1], dt, it.delta[k])
+            solve_shape_contacts(model, state_in, it.x[k], contacts, self.particle_scale, it.delta[k])
+            solve_particle_contacts(model, state_in, it.x[k], contacts, self.particle_scale, it.delta[k])
+            apply_corrections(model, it.x[k], it.delta[k], it.x[k + 1])
+            self._check(f"iteration {k}", x=it.x[k + 1])
+        update_velocities(model, state_in, it.x[self.iterations], dt, state_out)
+        self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd)
+
+        self.step_count += 1
+        return state_out

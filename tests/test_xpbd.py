@@ -1,0 +1,271 @@
+"""XPBDSolver: validation against closed forms, convergence with iterations, contacts, gradients.
+
+Closed forms used: the static sag of a hanging chain of n masses m on springs
+ke, bottom end at m g n (n + 1) / (2 ke) below its rest position; a particle
+sliding on ground with friction mu stops after v0^2 / (2 mu g); free flight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import warp as wp
+
+import inertia
+from conftest import DEVICE
+from gradcheck import Rollout, central_difference, check, grad_entries
+
+G = 9.81
+
+
+def run(model, solver, steps, dt, contacts=None, collide=False):
+    """``steps`` steps of the ping-pong loop; after the first pair, the pairs are replayed from a captured graph
+    (faster on the CPU, and it checks that XPBD steps are capturable)."""
+    s0, s1 = model.state(), model.state()
+    control = model.control()
+
+    def pair():
+        for a, b in ((s0, s1), (s1, s0)):
+            if collide:
+                model.collide(a, contacts)
+            solver.step(a, b, control, contacts, dt)
+
+    pairs, odd = divmod(steps, 2)
+    if pairs:
+        pair()  # loads the modules and allocates the per-state buffers, outside the capture
+    if pairs > 1:
+        with wp.ScopedCapture(device=model.device) as cap:
+            pair()
+        for _ in range(pairs - 1):
+            wp.capture_launch(cap.graph)
+    if odd:
+        if collide:
+            model.collide(s0, contacts)
+        solver.step(s0, s1, control, contacts, dt)
+        return s1
+    return s0
+
+
+# ------------------------------------------------------------------ springs
+def chain(n=10, m=0.1, ke=1000.0, kd=1.0, requires_grad=False, drag=0.0):
+    b = inertia.ModelBuilder(gravity=-G)
+    b.particle_damping = drag  # [1/s], mass-proportional: changes how fast it settles, not where
+    prev = b.add_particle((0.0, 0.0, 2.0), mass=0.0, radius=0.01)
+    for i in range(n):
+        p = b.add_particle((0.0, 0.0, 2.0 - 0.1 * (i + 1)), mass=m, radius=0.01)
+        b.add_spring(prev, p, ke=ke, kd=kd)
+        prev = p
+    b.particle_collide = False
+    return b.finalize(device=DEVICE, requires_grad=requires_grad)
+
+
+def bottom_sag(iterations, dt, seconds=2.5):
+    model = chain(drag=3.0)
+    s = run(model, inertia.XPBDSolver(model, iterations=iterations), int(round(seconds / dt)), dt)
+    return 1.0 - float(s.particle_q.numpy()[-1, 2])  # rest position of the bottom mass: z = 1.0
+
+
+SAG = 0.1 * G * 10 * 11 / (2 * 1000.0)  # 0.0540 m
+
+
+def test_chain_sag_matches_closed_form_at_any_time_step_once_converged():
+    coarse = bottom_sag(iterations=100, dt=1.0 / 60.0)
+    fine = bottom_sag(iterations=25, dt=1.0 / 240.0)
+    print(f"[xpbd] chain sag: closed form {SAG:.5f}, dt 1/60 {coarse:.5f}, dt 1/240 {fine:.5f}")
+    assert coarse == pytest.approx(SAG, rel=2e-2)
+    assert fine == pytest.approx(SAG, rel=2e-2)
+
+
+def test_too_few_iterations_make_the_chain_softer_not_unstable():
+    sags = [bottom_sag(iterations=k, dt=1.0 / 60.0) for k in (5, 20, 100)]
+    print(f"[xpbd] sag vs iterations (5, 20, 100) at dt 1/60: {np.round(sags, 5)}")
+    assert sags[0] > sags[1] > sags[2] > 0.0  # monotone: more iterations, stiffer
+    assert sags[2] == pytest.approx(SAG, rel=2e-2)
+    assert sags[0] < 10 * SAG  # soft, but finite and hanging
+
+
+def test_stiff_constraints_are_satisfied_and_the_residual_falls_every_iteration():
+    """ke = 1e10 (compliance ~0): one step from a stretched pose; max |C| after k iterations."""
+    b = inertia.ModelBuilder(gravity=0.0)
+    pts = [(0.0, 0.0, 0.0), (0.3, 0.0, 0.0), (0.1, 0.25, 0.0), (0.1, 0.1, 0.3)]
+    for p in pts:
+        b.add_particle(p, mass=1.0, radius=0.01)
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    for i, j in pairs:  # a tetrahedron of springs, each 20 % longer than its rest length
+        b.add_spring(i, j, ke=1.0e10, kd=0.0, rest_length=np.linalg.norm(np.subtract(pts[i], pts[j])) / 1.2)
+    b.particle_collide = False
+    model = b.finalize(device=DEVICE)
+    rest = model.spring_rest_length.numpy()
+    residuals = []
+    for k in range(1, 41):
+        s = run(model, inertia.XPBDSolver(model, iterations=k), 1, 1.0 / 60.0)
+        q = s.particle_q.numpy().astype(np.float64)
+        residuals.append(max(abs(np.linalg.norm(q[i] - q[j]) - rest[c]) for c, (i, j) in enumerate(pairs)))
+    residuals = np.array(residuals)
+    print(f"[xpbd] max |C| after 1, 5, 10, 20, 40 iterations: {residuals[[0, 4, 9, 19, 39]]}")
+    assert residuals[0] > 1e-2
+    assert np.all(np.diff(residuals) <= 1e-7), residuals  # never rises (1e-7: float32 rounding)
+    assert residuals[-1] < 1e-4  # within 0.1 mm of the rest lengths
+
+
+# ------------------------------------------------------------------ contacts
+def test_resting_particles_do_not_sink():
+    b = inertia.ModelBuilder(gravity=-G)
+    r = 0.05
+    for i in range(5):
+        b.add_particle((0.2 * i, 0.0, r), mass=0.1 * (i + 1), radius=r)
+    b.add_ground_plane(mu=0.5)
+    model = b.finalize(device=DEVICE)
+    s = run(model, inertia.XPBDSolver(model, iterations=4), 240, 1.0 / 60.0, model.contacts(), collide=True)
+    depth = r - s.particle_q.numpy()[:, 2]
+    assert np.abs(depth).max() < 1e-4 * r  # at rest on the surface: no sinking, no hovering
+    assert np.abs(s.particle_qd.numpy()).max() < 1e-4
+
+
+@pytest.mark.parametrize("dt", [1.0 / 60.0, 1.0 / 600.0])
+def test_sliding_particle_stops_where_coulomb_says(dt):
+    v0, mu, r = 2.0, 0.4, 0.05
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_particle((0.0, 0.0, r), vel=(v0, 0.0, 0.0), mass=1.0, radius=r)
+    b.add_ground_plane(mu=mu)
+    model = b.finalize(device=DEVICE)
+    s = run(model, inertia.XPBDSolver(model, iterations=2), int(1.0 / dt), dt, model.contacts(), collide=True)
+    x = float(s.particle_q.numpy()[0, 0])
+    expected = v0 ** 2 / (2 * mu * G)  # 0.5097 m; the discrete sum is within v0 dt / 2 of it
+    print(f"[xpbd] stop distance at dt {dt:.4f}: {x:.4f} m, Coulomb {expected:.4f} m")
+    assert abs(float(s.particle_qd.numpy()[0, 0])) < 1e-5
+    assert abs(x - expected) <= 0.5 * v0 * dt + 1e-3
+
+
+def test_particle_contacts_conserve_momentum_in_free_space():
+    b = inertia.ModelBuilder(gravity=0.0)
+    rng = np.random.default_rng(2)
+    for k in range(12):
+        b.add_particle(rng.uniform(-0.15, 0.15, 3), vel=rng.uniform(-1.0, 1.0, 3), mass=float(rng.uniform(0.5, 2.0)),
+                       radius=0.05)
+    b.particle_mu = 0.3
+    model = b.finalize(device=DEVICE)
+    m = model.particle_mass.numpy()[:, None].astype(np.float64)
+    p0 = (m * model.particle_qd.numpy()).sum(axis=0)
+    contacts = model.contacts()
+    s = run(model, inertia.XPBDSolver(model, iterations=5), 60, 1.0 / 240.0, contacts, collide=True)
+    assert model.contacts is not None and contacts.counts()["particle_pairs"] >= 0
+    p1 = (m * s.particle_qd.numpy()).sum(axis=0)
+    assert np.abs(p1 - p0).max() < 1e-4 * np.abs(m * model.particle_qd.numpy()).sum()
+
+
+def spring_net(n, cell, z, requires_grad=False):
+    """A square net of (n+1)^2 particles with structural and shear springs (cloth without triangles)."""
+    b = inertia.ModelBuilder(gravity=-G)
+    idx = {}
+    for i in range(n + 1):
+        for j in range(n + 1):
+            idx[i, j] = b.add_particle((-0.5 * n * cell + i * cell, -0.5 * n * cell + j * cell, z), mass=0.01,
+                                       radius=0.3 * cell)
+    for i in range(n + 1):
+        for j in range(n + 1):
+            for di, dj in ((1, 0), (0, 1), (1, 1), (1, -1)):
+                if (i + di, j + dj) in idx:
+                    b.add_spring(idx[i, j], idx[i + di, j + dj], ke=1.0e3, kd=0.1)
+    b.add_ground_plane(mu=0.5)
+    b.add_shape_sphere(xform=((0.0, 0.0, 0.4), (0.0, 0.0, 0.0, 1.0)), radius=0.3, mu=0.5)
+    b.contact_margin = 0.1  # travel per step at dt = 1/60 (about 3 m/s * 1/60 s = 5 cm), doubled
+    return b.finalize(device=DEVICE, requires_grad=requires_grad)
+
+
+def test_cloth_on_sphere_at_60hz_stays_stable_where_semi_implicit_explodes():
+    dt = 1.0 / 120.0  # 2 substeps of a 60 Hz frame
+    model = spring_net(12, 0.08, 1.2)
+    contacts = model.contacts()
+    s = run(model, inertia.XPBDSolver(model, iterations=10), 240, dt, contacts, collide=True)
+    q = s.particle_q.numpy()
+    assert np.isfinite(q).all() and np.abs(s.particle_qd.numpy()).max() < 5.0
+    centre = np.array([0.0, 0.0, 0.4])
+    r = model.particle_radius.numpy()
+    worst = (0.3 + r - np.linalg.norm(q - centre, axis=1)).max()
+    assert worst < 0.5 * r.max(), f"cloth sinks {worst:.3f} m into the sphere"
+    assert q[:, 2].max() < 0.75  # it fell and draped over the sphere (top at 0.7 + radius)
+    # the explicit solver at the same step blows up (k dt^2 / m = 69 >> 4)
+    semi = inertia.SemiImplicitSolver(model)
+    s2 = run(model, semi, 60, dt, model.contacts(), collide=True)
+    q2 = s2.particle_q.numpy()
+    assert not np.isfinite(q2).all() or np.abs(q2).max() > 100.0
+
+
+# ------------------------------------------------------------------ gradients
+def test_xpbd_spring_gradients_match_central_differences():
+    model = chain(n=3, m=0.2, ke=200.0, kd=0.5, requires_grad=True)
+    v0 = model.particle_qd.numpy()
+    v0[1:] = [[0.3, 0.1, 0.0], [0.0, -0.2, 0.1], [0.2, 0.0, -0.3]]
+    model.particle_qd.assign(v0)
+    r = Rollout(model, 40, 1.0 / 120.0, seed=3, solver=inertia.XPBDSolver(model, iterations=8))
+    r.backward()
+    qd0 = r.states[0].particle_qd
+    entries = list(range(3, 12))
+    # XPBD's iterative solve adds float32 rounding of ~1e-6 to the loss: steps of 1e-2 (1 %) keep the
+    # difference quotient above it (1e-3 does not)
+    check("xpbd springs d/dv0", grad_entries(qd0, entries), central_difference(r.loss, qd0, entries, eps=1e-2),
+          tol=2e-2)
+    ke, rest = model.spring_stiffness, model.spring_rest_length
+    check("xpbd springs d/dke", grad_entries(ke, range(3)), central_difference(r.loss, ke, range(3), eps=5.0),
+          tol=2e-2)
+    check("xpbd springs d/drest", grad_entries(rest, range(3)),
+          central_difference(r.loss, rest, range(3), eps=2e-3), tol=2e-2)
+
+
+def test_xpbd_ground_contact_gradients_match_central_differences():
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_particle((0.0, 0.0, 0.3), (1.0, 0.4, -1.0), mass=0.5, radius=0.05)
+    b.add_particle((0.25, 0.0, 0.3), (0.5, 0.0, -1.0), mass=0.5, radius=0.05)
+    b.add_spring(0, 1, ke=300.0, kd=0.2)
+    b.add_ground_plane(mu=0.4)
+    b.particle_collide = False
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    r = Rollout(model, 40, 1.0 / 120.0, collide=True, seed=4, solver=inertia.XPBDSolver(model, iterations=6))
+    r.backward()
+    assert r.states[-1].particle_q.numpy()[:, 2].min() < 0.051  # it landed and slides
+    qd0 = r.states[0].particle_qd
+    check("xpbd ground d/dv0", grad_entries(qd0, range(6)), central_difference(r.loss, qd0, range(6), eps=1e-2),
+          tol=2e-2)
+    mu = model.shape_material_mu
+    check("xpbd ground d/dmu", grad_entries(mu, [0]), central_difference(r.loss, mu, [0], eps=4e-3), tol=2e-2)
+
+
+def test_rollout_with_xpbd_checkpoints_bitwise_and_trains():
+    model = chain(n=3, m=0.2, ke=200.0, kd=0.5)
+    grads = []
+    for k in (1, 4, 12):
+        ro = inertia.Rollout(model, inertia.XPBDSolver(model, iterations=5), 12, 1.0 / 60.0, 2,
+                             params=("spring_stiffness",), checkpoint_every=k, output="final")
+        qd0 = torch.zeros((4, 3))
+        qd0[1:, 0] = 0.5
+        qd0.requires_grad_(True)
+        ke = torch.full((3,), 200.0, requires_grad=True)
+        q, _ = ro(qd0=qd0, params={"spring_stiffness": ke})
+        (q[-1] * torch.tensor([1.0, -0.5, 2.0])).sum().backward()
+        grads.append((qd0.grad, ke.grad))
+    for g in grads[1:]:
+        assert torch.equal(g[0], grads[0][0]) and torch.equal(g[1], grads[0][1])
+    assert grads[0][1].abs().max() > 0
+
+
+# ------------------------------------------------------------------ bad input
+def test_xpbd_refuses_what_it_cannot_do():
+    model = chain(n=2)
+    with pytest.raises(ValueError, match="iterations"):
+        inertia.XPBDSolver(model, iterations=0)
+    with pytest.raises(ValueError, match="relaxation"):
+        inertia.XPBDSolver(model, relaxation=2.0)
+    b = inertia.ModelBuilder()
+    b.add_cloth_grid(2, 2)
+    with pytest.raises(ValueError, match="triangles"):
+        inertia.XPBDSolver(b.finalize(device=DEVICE))
+    solver = inertia.XPBDSolver(model)
+    with pytest.raises(ValueError, match="dt"):
+        solver.step(model.state(), model.state(), model.control(), None, 0.0)
+    s0, s1 = model.state(), model.state()
+    with pytest.raises(inertia.TapeReuseError):
+        with wp.Tape():
+            solver.step(s0, s1, None, None, 1e-2)
+            solver.step(s1, s0, None, None, 1e-2)

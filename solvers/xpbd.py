@@ -2,9 +2,10 @@
 
 One step reads as its stages: take the external forces from Control, predict
 positions, then run ``iterations`` Jacobi iterations of every constraint
-(distance constraints for springs, contacts against shapes and between
-particles) and apply their averaged corrections, then recover velocities
-from the positions. Multipliers start at zero every step.
+(distance constraints for springs, neo-Hookean constraints for tetrahedra,
+contacts against shapes and between particles) and apply their corrections,
+then recover velocities from the positions. Multipliers start at zero every
+step.
 
 Why Jacobi: every constraint of an iteration reads the same iterate and
 writes into that iteration's correction buffer, so an iteration is one kernel
@@ -29,6 +30,7 @@ from .constraints import (
     solve_distance_constraints,
     solve_particle_contacts,
     solve_shape_contacts,
+    solve_tet_constraints,
 )
 from .forces import apply_control_forces
 from .solver import SolverBase
@@ -38,40 +40,46 @@ class _IterationBuffers:
     """The iterates x_0..x_K, corrections and spring multipliers of one step."""
 
     def __init__(self, model, iterations: int, requires_grad: bool):
-        n, s = model.particle_count, model.spring_count
+        n, s, t = model.particle_count, model.spring_count, model.tet_count
         with wp.ScopedDevice(model.device):
             self.x = wp.zeros((iterations + 1, n), dtype=wp.vec3, requires_grad=requires_grad)
             self.delta = wp.zeros((iterations, n), dtype=wp.vec3, requires_grad=requires_grad)
             self.spring_lambda = wp.zeros((iterations + 1, max(s, 1)), dtype=float, requires_grad=requires_grad)
+            # (deviatoric, volumetric) multipliers per tet
+            self.tet_lambda = wp.zeros((iterations + 1, max(t, 1)), dtype=wp.vec2, requires_grad=requires_grad)
         self.iterations, self.requires_grad = iterations, requires_grad
 
     def zero_grad(self) -> None:
         if self.requires_grad:
-            for a in (self.x, self.delta, self.spring_lambda):
+            for a in (self.x, self.delta, self.spring_lambda, self.tet_lambda):
                 a.grad.zero_()
 
     def bytes(self) -> int:
         per = 1 + (1 if self.requires_grad else 0)
-        return per * (self.x.capacity + self.delta.capacity + self.spring_lambda.capacity)
+        return per * sum(a.capacity for a in (self.x, self.delta, self.spring_lambda, self.tet_lambda))
 
 
 class XPBDSolver(SolverBase):
     """Extended position-based dynamics with Jacobi iterations.
 
     Springs become distance constraints with compliance ``1 / spring_stiffness``
-    [m/N] and damping ``spring_damping`` [N s/m]; static shapes, the ground and
+    [m/N] and damping ``spring_damping`` [N s/m]; tetrahedra become the
+    deviatoric and volumetric constraints of the same stable neo-Hookean energy
+    the SemiImplicitSolver uses (``tet_materials``); static shapes, the ground and
     particle pairs become hard contacts with Coulomb friction (``mu`` of the
     shape, ``model.particle_mu`` between particles). Stiffness does not depend
     on the time step (XPBD's point); with too few iterations constraints come
     out softer than their stiffness says (the residual after each iteration is
-    in ``tests/test_xpbd.py``).
+    in ``tests/test_xpbd.py``). Jacobi converges slowly on stiff soft bodies
+    at large steps: prefer substeps to iterations (Macklin et al. 2019), e.g.
+    10 substeps of 20 iterations per 60 Hz frame for a 50 kPa cube.
 
     Args:
         model: the :class:`inertia.Model`.
         iterations: Jacobi iterations per step (default 10).
-        relaxation: omega, the factor on each iteration's mass-split
-            corrections (1.0: plain splitting; up to ~1.5 converges faster on
-            chains, but over-relaxed contacts bounce).
+        relaxation: omega, the factor on each constraint's (mass-split)
+            correction; 1.5 converges faster on soft bodies, 1.0 is the
+            safe default. Contacts are never over-relaxed.
         check_finite: raise :class:`inertia.NonFiniteError` naming the first
             stage and step that produced a NaN/inf (debugging; slow).
 
@@ -79,9 +87,8 @@ class XPBDSolver(SolverBase):
     steps give the model a ``contact_margin`` of at least the distance a
     particle travels in one step.
 
-    Not supported yet: triangle, bending and tetrahedron constraints (a model
-    with them is refused); use ``add_cloth_grid(..., add_springs=True)`` for
-    cloth as a spring network.
+    Not supported yet: triangle and bending constraints (a model with them is
+    refused); build cloth as a spring network for now.
     """
 
     def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, check_finite: bool = False):
@@ -90,14 +97,14 @@ class XPBDSolver(SolverBase):
             raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
         if not 0.0 < float(relaxation) < 2.0:
             raise ValueError(f"relaxation must be in (0, 2), got {relaxation!r}")
-        missing = [name for name, count in (("triangles", model.tri_count), ("bending edges", model.edge_count),
-                                            ("tetrahedra", model.tet_count)) if count]
+        missing = [name for name, count in (("triangles", model.tri_count), ("bending edges", model.edge_count))
+                   if count]
         if missing:
             raise ValueError(f"XPBDSolver does not support {', '.join(missing)} yet; use SemiImplicitSolver, or "
                              "build cloth as a spring network (add_cloth_grid(..., add_springs=True))")
         self.iterations = int(iterations)
         self.relaxation = float(relaxation)
-        self.spring_scale, self.particle_scale = jacobi_scales(model, self.relaxation)
+        self.scales = jacobi_scales(model, self.relaxation)
 
     def prepare_state(self, state) -> None:
         """Allocate the per-iteration buffers of ``state`` now instead of at its first step."""
@@ -123,10 +130,12 @@ class XPBDSolver(SolverBase):
         self._check("predict", x=it.x[0])
         it.delta.zero_()
         for k in range(self.iterations):
-            solve_distance_constraints(model, state_in, it.x[k], self.spring_scale, it.spring_lambda[k],
+            solve_distance_constraints(model, state_in, it.x[k], self.scales["spring"], it.spring_lambda[k],
                                        it.spring_lambda[k + 1], dt, it.delta[k])
-            solve_shape_contacts(model, state_in, it.x[k], contacts, self.particle_scale, it.delta[k])
-            solve_particle_contacts(model, state_in, it.x[k], contacts, self.particle_scale, it.delta[k])
+            solve_tet_constraints(model, state_in, it.x[k], self.scales["tet"], it.tet_lambda[k], it.tet_lambda[k + 1],
+                                  dt, it.delta[k])
+            solve_shape_contacts(model, state_in, it.x[k], contacts, it.delta[k])
+            solve_particle_contacts(model, state_in, it.x[k], contacts, it.delta[k])
             apply_corrections(model, it.x[k], it.delta[k], it.x[k + 1])
             self._check(f"iteration {k}", x=it.x[k + 1])
         update_velocities(model, state_in, it.x[self.iterations], dt, state_out)

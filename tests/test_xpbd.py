@@ -104,7 +104,7 @@ def test_stiff_constraints_are_satisfied_and_the_residual_falls_every_iteration(
         residuals.append(max(abs(np.linalg.norm(q[i] - q[j]) - rest[c]) for c, (i, j) in enumerate(pairs)))
     residuals = np.array(residuals)
     print(f"[xpbd] max |C| after 1, 5, 10, 20, 40 iterations: {residuals[[0, 4, 9, 19, 39]]}")
-    assert residuals[0] > 1e-2
+    assert residuals[0] > 5e-3
     assert np.all(np.diff(residuals) <= 1e-7), residuals  # never rises (1e-7: float32 rounding)
     assert residuals[-1] < 1e-4  # within 0.1 mm of the rest lengths
 
@@ -194,6 +194,11 @@ def test_cloth_on_sphere_at_60hz_stays_stable_where_semi_implicit_explodes():
 
 
 # ------------------------------------------------------------------ gradients
+# Entries below 5 % of the largest are compared on the scale of 5 % of the largest: their central
+# differences carry the same absolute float32 noise (~1e-5 here) as the big ones.
+XPBD_FLOOR = 5e-2
+
+
 def test_xpbd_spring_gradients_match_central_differences():
     model = chain(n=3, m=0.2, ke=200.0, kd=0.5, requires_grad=True)
     v0 = model.particle_qd.numpy()
@@ -206,7 +211,7 @@ def test_xpbd_spring_gradients_match_central_differences():
     # XPBD's iterative solve adds float32 rounding of ~1e-6 to the loss: steps of 1e-2 (1 %) keep the
     # difference quotient above it (1e-3 does not)
     check("xpbd springs d/dv0", grad_entries(qd0, entries), central_difference(r.loss, qd0, entries, eps=1e-2),
-          tol=2e-2)
+          tol=2e-2, floor=XPBD_FLOOR)
     ke, rest = model.spring_stiffness, model.spring_rest_length
     check("xpbd springs d/dke", grad_entries(ke, range(3)), central_difference(r.loss, ke, range(3), eps=5.0),
           tol=2e-2)
@@ -259,7 +264,7 @@ def test_xpbd_refuses_what_it_cannot_do():
         inertia.XPBDSolver(model, relaxation=2.0)
     b = inertia.ModelBuilder()
     b.add_cloth_grid(2, 2)
-    with pytest.raises(ValueError, match="triangles"):
+    with pytest.raises(ValueError, match="triangles"):  # membrane constraints have not landed yet
         inertia.XPBDSolver(b.finalize(device=DEVICE))
     solver = inertia.XPBDSolver(model)
     with pytest.raises(ValueError, match="dt"):
@@ -269,3 +274,74 @@ def test_xpbd_refuses_what_it_cannot_do():
         with wp.Tape():
             solver.step(s0, s1, None, None, 1e-2)
             solver.step(s1, s0, None, None, 1e-2)
+
+
+# ------------------------------------------------------------------ tetrahedra
+def beam(drag=5.0, requires_grad=False):
+    """A 4 x 1 x 1-cell soft cantilever (k_mu = k_lambda = 20 kPa) clamped at x = 0, sagging under gravity."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.particle_damping = drag  # settles it; the static answer does not depend on it
+    b.add_soft_grid(4, 1, 1, pos=(0.0, 0.0, 1.0), cell_x=0.1, cell_y=0.1, cell_z=0.1, density=500.0,
+                    k_mu=2.0e4, k_lambda=2.0e4, k_damp=0.0, fix_left=True)
+    b.particle_collide = False
+    return b.finalize(device=DEVICE, requires_grad=requires_grad)
+
+
+def test_soft_beam_reaches_the_semi_implicit_equilibrium():
+    """Both solvers minimise the same stable neo-Hookean energy: same static shape once XPBD has converged."""
+    model = beam()
+    reference = run(model, inertia.SemiImplicitSolver(model), 3000, 1.0e-3).particle_q.numpy()
+    tip_ref = 1.0 - reference[:, 2].min()
+    tips = {}
+    for iterations in (5, 10, 40):
+        m = beam()
+        s = run(m, inertia.XPBDSolver(m, iterations=iterations), 720, 1.0 / 240.0)
+        q = s.particle_q.numpy()
+        tips[iterations] = 1.0 - q[:, 2].min()
+        assert np.abs(s.particle_qd.numpy()).max() < 1e-3  # at rest
+    print(f"[xpbd] beam tip sag: semi-implicit {tip_ref:.4f} m, XPBD at dt 1/240 with 5/10/40 iterations "
+          f"{tips[5]:.4f} / {tips[10]:.4f} / {tips[40]:.4f} m")
+    assert tip_ref > 0.05  # a real deflection
+    assert abs(tips[40] - tip_ref) < 0.03 * tip_ref
+    assert np.abs(q - reference).max() < 0.01  # every particle within 1 cm (beam 0.4 m long)
+    # unconverged Jacobi iterations leave it softer, and it stiffens monotonically towards the answer
+    assert tips[5] > tips[10] > tips[40]
+
+
+def test_soft_cube_dropped_rests_on_the_ground_and_keeps_its_volume():
+    """10 substeps per 60 Hz frame, 20 iterations: the static compression of this cube is ~1 %."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_soft_grid(3, 3, 3, pos=(0.0, 0.0, 0.3), cell_x=0.1, cell_y=0.1, cell_z=0.1, density=500.0,
+                    k_mu=5.0e4, k_lambda=5.0e4, k_damp=0.0)
+    b.add_ground_plane(mu=0.5)
+    b.particle_collide = False
+    b.contact_margin = 0.05
+    model = b.finalize(device=DEVICE)
+    v_rest = model.tet_volumes.numpy().sum()
+    s = run(model, inertia.XPBDSolver(model, iterations=20, relaxation=1.5), 1200, 1.0 / 600.0, model.contacts(),
+            collide=True)
+    q = s.particle_q.numpy().astype(np.float64)
+    r = model.particle_radius.numpy()
+    from conftest import tet_volumes_from_positions
+
+    volume = tet_volumes_from_positions(q, model.tet_indices.numpy()).sum()
+    print(f"[xpbd] soft cube at rest: volume change {volume / v_rest - 1:+.2%}, lowest z - r {(q[:, 2] - r).min():.2e}")
+    assert np.isfinite(q).all() and np.abs(s.particle_qd.numpy()).max() < 0.05
+    assert (q[:, 2] - r).min() > -1e-3  # resting on the ground, not in it
+    assert abs(volume / v_rest - 1.0) < 0.03
+
+
+def test_xpbd_tet_gradients_match_central_differences():
+    model = beam(drag=0.0, requires_grad=True)
+    r = Rollout(model, 30, 1.0 / 240.0, seed=6, solver=inertia.XPBDSolver(model, iterations=10, relaxation=1.5))
+    r.backward()
+    qd0 = r.states[0].particle_qd
+    free = [3 * p + a for p in np.flatnonzero(model.particle_inv_mass.numpy() > 0)[:4] for a in range(3)]
+    # many tets x iterations of float32 rounding: a 0.3 m/s step (the response is still linear there: 0.3
+    # and 1.0 agree to 1 %) keeps the difference quotient clear of it, 0.1 and below do not
+    check("xpbd tets d/dv0", grad_entries(qd0, free), central_difference(r.loss, qd0, free, eps=0.3), tol=2e-2,
+          floor=XPBD_FLOOR)
+    mat = model.tet_materials  # (k_mu, k_lambda, k_damp) per tet: check k_mu and k_lambda of a few tets
+    entries = [0, 1, 3 * 7, 3 * 7 + 1, 3 * 15]
+    check("xpbd tets d/dmaterial", grad_entries(mat, entries),
+          central_difference(r.loss, mat, entries, eps=3000.0), tol=4e-2)  # the loss moves by ~1e-3 per 15 %

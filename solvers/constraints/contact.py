@@ -7,10 +7,11 @@ length mu * d (dynamic friction, i.e. a velocity change of mu * d / dt). For a
 particle resting on flat ground d = g dt^2 in the first pass, so the friction
 decelerates a sliding particle by mu g, as Coulomb says. Contacts are hard
 (zero compliance) and read the candidates that ``model.collide`` found; the
-geometry is re-evaluated at every iterate, so gradients follow it. A
-particle's correction is scaled by omega / (1 + n) (n: distance constraints
-on it) like the distance constraints': the same Jacobi mass splitting, which
-leaves the converged answer (no penetration) unchanged.
+geometry is re-evaluated at every iterate, so gradients follow it. Contact
+corrections are applied in full, never over-relaxed (an over-relaxed contact
+bounces) nor split among a particle's other constraints (a particle of a
+soft body belongs to dozens; splitting would let it sink for many
+iterations).
 """
 
 import warp as wp
@@ -44,7 +45,6 @@ def solve_shape_contacts_kernel(
     contact_count: wp.array(dtype=wp.int32),
     contact_particle: wp.array(dtype=wp.int32),
     contact_shape: wp.array(dtype=wp.int32),
-    particle_scale: wp.array(dtype=float),
     delta: wp.array(dtype=wp.vec3),
 ):
     c = wp.tid()
@@ -64,7 +64,7 @@ def solve_shape_contacts_kernel(
     motion = xp - x_start[p]
     motion_t = motion - n * wp.dot(n, motion)
     corr = n * depth - friction_correction(motion_t, shape_mu[s] * depth)
-    wp.atomic_add(delta, p, corr * particle_scale[p])
+    wp.atomic_add(delta, p, corr)
 
 
 @wp.kernel
@@ -76,7 +76,6 @@ def solve_particle_contacts_kernel(
     pair_count: wp.array(dtype=wp.int32),
     pairs: wp.array(dtype=wp.vec2i),
     mu: float,
-    particle_scale: wp.array(dtype=float),
     delta: wp.array(dtype=wp.vec3),
 ):
     c = wp.tid()
@@ -97,13 +96,13 @@ def solve_particle_contacts_kernel(
     n = d / dist
     rel = (x[i] - x_start[i]) - (x[j] - x_start[j])
     rel_t = rel - n * wp.dot(n, rel)
-    corr = (n * depth - friction_correction(rel_t, mu * depth)) * wp.min(particle_scale[i], particle_scale[j])
+    corr = n * depth - friction_correction(rel_t, mu * depth)
     # split by inverse mass: equal and opposite impulses, so momentum is conserved
     wp.atomic_add(delta, i, corr * (wi / w))
     wp.atomic_sub(delta, j, corr * (wj / w))
 
 
-def solve_shape_contacts(model, state_in, x, contacts, particle_scale, delta) -> None:
+def solve_shape_contacts(model, state_in, x, contacts, delta) -> None:
     if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
         return
     wp.launch(
@@ -112,20 +111,20 @@ def solve_shape_contacts(model, state_in, x, contacts, particle_scale, delta) ->
         inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
                 model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
                 model.shape_material_mu, contacts.soft_contact_count, contacts.soft_contact_particle,
-                contacts.soft_contact_shape, particle_scale],
+                contacts.soft_contact_shape],
         outputs=[delta],
         device=model.device,
     )
 
 
-def solve_particle_contacts(model, state_in, x, contacts, particle_scale, delta) -> None:
+def solve_particle_contacts(model, state_in, x, contacts, delta) -> None:
     if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
         return
     wp.launch(
         solve_particle_contacts_kernel,
         dim=contacts.particle_pair_max,
         inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
-                contacts.particle_pair_count, contacts.particle_pair, model.particle_mu, particle_scale],
+                contacts.particle_pair_count, contacts.particle_pair, model.particle_mu],
         outputs=[delta],
         device=model.device,
     )

@@ -6,8 +6,8 @@ multiplier increment (Macklin, Müller & Chentanez 2016, with their damping term
     dlambda = (-C - alpha~ lambda - gamma grad C . (x - x_n)) / ((1 + gamma) sum_i w_i |grad_i C|^2 + alpha~)
     alpha~ = alpha / dt^2,   gamma = alpha kd / dt
 
-scales it by s = omega / max(n_i, n_j) (n: distance constraints on a particle;
-Jacobi's mass splitting, so that constraints sharing a particle do not
+scales it by s = omega / sqrt(max(n_i, n_j)) (n: constraints on a particle;
+see ``jacobi_scales``, so that constraints sharing a particle do not
 overshoot together), and adds w_i grad_i C s dlambda to its particles'
 correction. The multiplier accumulates the same scaled increment, so at
 convergence lambda / dt^2 is the spring's force and XPBD's equilibrium is the

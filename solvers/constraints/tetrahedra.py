@@ -1,0 +1,121 @@
+"""Tetrahedral constraints for XPBD: the stable neo-Hookean energy as two constraints (Macklin & Müller 2021).
+
+The energy is the one the SemiImplicitSolver uses (solvers/forces/tetrahedra.py),
+
+    V psi = V mu'/2 (I_C - log(I_C + 1)) + V lam'/2 (J - a)^2 + const,   a = 1 + 3 mu' / (4 lam'),
+
+written as (1 / 2 alpha) C^2 for a deviatoric and a volumetric constraint
+
+    C_D = sqrt(I_C - log(I_C + 1)),  alpha_D = 1 / (mu' V)
+    C_H = J - a,                     alpha_H = 1 / (lam' V)
+
+so that both solvers come to the same static equilibrium. I_C = tr(F^T F),
+J = det F, F = [x1 - x0, x2 - x0, x3 - x0] Dm^-1; mu' = 4/3 k_mu and
+lam' = k_lambda + 5/6 k_mu map Lamé's parameters as in Smith et al. 2018.
+Damping: gamma = k_damp / (k dt) on each constraint, XPBD's damping with
+beta = k_damp V. Both constraints of a tet are solved from the same iterate
+(Jacobi) and scaled by omega / sqrt(max n_i) over its particles (see ``jacobi_scales``).
+"""
+
+import warp as wp
+
+
+@wp.func
+def _tet_particle_grads(dcdf: wp.mat33, dm_inv: wp.mat33):
+    """d C / d x_1..3 as the columns of dC/dF Dm^-T (the gradient on x_0 is minus their sum)."""
+    return dcdf * wp.transpose(dm_inv)
+
+
+@wp.func
+def _multiplier_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
+                     m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
+                     dt: float, s: float):
+    g1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
+    g2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
+    g3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
+    g0 = -(g1 + g2 + g3)
+    wsum = w0 * wp.dot(g0, g0) + w1 * wp.dot(g1, g1) + w2 * wp.dot(g2, g2) + w3 * wp.dot(g3, g3)
+    dlam = float(0.0)
+    if k > 0.0 and wsum > 1.0e-20:
+        alpha_t = 1.0 / (k * volume * dt * dt)
+        gamma = kd / (k * dt)
+        rate = wp.dot(g0, m0) + wp.dot(g1, m1) + wp.dot(g2, m2) + wp.dot(g3, m3)
+        dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
+    return dlam
+
+
+@wp.kernel
+def solve_tet_constraints_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    inv_mass: wp.array(dtype=float),
+    indices: wp.array2d(dtype=wp.int32),
+    poses: wp.array(dtype=wp.mat33),
+    volumes: wp.array(dtype=float),
+    materials: wp.array2d(dtype=float),
+    scale: wp.array(dtype=float),
+    lambda_in: wp.array(dtype=wp.vec2),
+    dt: float,
+    delta: wp.array(dtype=wp.vec3),
+    lambda_out: wp.array(dtype=wp.vec2),
+):
+    t = wp.tid()
+    i0 = indices[t, 0]
+    i1 = indices[t, 1]
+    i2 = indices[t, 2]
+    i3 = indices[t, 3]
+    w0 = inv_mass[i0]
+    w1 = inv_mass[i1]
+    w2 = inv_mass[i2]
+    w3 = inv_mass[i3]
+    x0 = x[i0]
+    dm_inv = poses[t]
+    F = wp.matrix_from_cols(x[i1] - x0, x[i2] - x0, x[i3] - x0) * dm_inv
+    mu = 4.0 / 3.0 * materials[t, 0]
+    la = materials[t, 1] + 5.0 / 6.0 * materials[t, 0]
+    kd = materials[t, 2]
+    vol = volumes[t]
+    s = scale[t]
+    m0 = x0 - x_start[i0]
+    m1 = x[i1] - x_start[i1]
+    m2 = x[i2] - x_start[i2]
+    m3 = x[i3] - x_start[i3]
+    lam = lambda_in[t]
+
+    # deviatoric
+    ic = wp.ddot(F, F)
+    cd = wp.sqrt(wp.max(ic - wp.log(ic + 1.0), 1.0e-12))
+    gd = _tet_particle_grads(F * ((1.0 - 1.0 / (ic + 1.0)) / cd), dm_inv)
+    dld = _multiplier_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
+
+    # volumetric
+    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
+    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
+    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
+    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
+    ch = wp.dot(c0, wp.cross(c1, c2)) - (1.0 + 0.75 * mu / la)
+    gh = _tet_particle_grads(cof, dm_inv)
+    dlh = _multiplier_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
+
+    g = gd * dld + gh * dlh
+    d1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
+    d2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
+    d3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
+    wp.atomic_add(delta, i0, -(d1 + d2 + d3) * w0)
+    wp.atomic_add(delta, i1, d1 * w1)
+    wp.atomic_add(delta, i2, d2 * w2)
+    wp.atomic_add(delta, i3, d3 * w3)
+    lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dlh)
+
+
+def solve_tet_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
+    if model.tet_count == 0:
+        return
+    wp.launch(
+        solve_tet_constraints_kernel,
+        dim=model.tet_count,
+        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.tet_indices, model.tet_poses,
+                model.tet_volumes, model.tet_materials, scale, lambda_in, dt],
+        outputs=[delta, lambda_out],
+        device=model.device,
+    )

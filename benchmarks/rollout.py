@@ -270,12 +270,14 @@ def child_inertia(spec: dict) -> dict:
     base = rss_bytes()
     peak0 = peak_bytes()
     r = case.rollout(frames, spec["k"])  # k None: the default; its own buffers count
+    est_built = r.memory_estimate()  # contact lists at the forward capacities
     peak_built = peak_bytes()
     res = case.run(r)
     peak_all = peak_bytes()
     return {
         "checkpoint_every": r.checkpoint_every, "segments": r.segment_count, "frames": frames,
-        "memory_estimate": r.memory_estimate(), "rss_before": base, "peak_before": peak0,
+        # after the backward pass the per-step contact lists are sized to the contacts the forward found
+        "memory_estimate": r.memory_estimate(), "memory_estimate_at_build": est_built, "rss_before": base, "peak_before": peak0,
         "peak_after_build": peak_built, "peak_rss": peak_all, "measured": peak_all - base,
         "peak_reset": reset_ok, "counts": counts_of(case.model), **res,
     }

@@ -138,6 +138,7 @@ class Rollout:
         self._control = model.control(requires_grad=False)
         self._zero_control = wp.zeros((self.frames, model.particle_count), dtype=wp.vec3, device=model.device)
         self._seg_states = None  # allocated at the first backward pass, then reused
+        self.last_contact_peak = None  # largest contact counts of the last forward pass
 
     # ------------------------------------------------------------------ torch
     def __call__(self, q0=None, qd0=None, particle_f=None, params=None):
@@ -185,21 +186,28 @@ class Rollout:
         return tuple("particle_inv_mass" if n == "particle_mass" else n for n in names)
 
     def _contact_bytes(self) -> int:
-        c = self._fwd_contacts
-        return 8 * max(1, c.soft_contact_max) + 8 * max(1, c.particle_pair_max) + 8
+        # after a backward pass the per-step lists have the size the forward pass needed
+        soft, pairs = getattr(self, "_seg_caps", (self._fwd_contacts.soft_contact_max,
+                                                    self._fwd_contacts.particle_pair_max))
+        return 8 * max(1, soft) + 8 * max(1, pairs) + 8 + 8
 
     def memory_estimate(self, checkpoint_every: int | None = None) -> dict:
         """Bytes held for the backward pass with segments of ``checkpoint_every`` frames.
 
         ``checkpoints``: saved (q, qd) per segment; ``segment``: the states (with
-        gradients) and contact lists of one recorded segment; ``trajectory``: the
-        outputs. Tape bookkeeping (Python objects) is not counted.
+        gradients), the solver's per-step buffers (XPBD's iterates) and the contact
+        lists of one recorded segment (at the forward pass's capacities until a
+        backward pass has sized them to the contacts found); ``trajectory``: the
+        outputs. Not counted: tape bookkeeping (Python objects) and the particle
+        hash grid (a fixed 2 MiB at the default 64^3 cells, shared by all steps).
         """
         k = self.checkpoint_every if checkpoint_every is None else int(checkpoint_every)
         n = self.model.particle_count
         seg_steps = k * self.substeps
         ckpt = -(-self.frames // k) * n * 24
-        seg = (seg_steps + 1) * n * _STATE_BYTES_PER_PARTICLE * 2 + seg_steps * self._contact_bytes()
+        solver_bytes = getattr(self.solver, "state_buffer_bytes", None)
+        per_step = self._contact_bytes() + (solver_bytes(True) if solver_bytes else 0)
+        seg = (seg_steps + 1) * n * _STATE_BYTES_PER_PARTICLE * 2 + seg_steps * per_step
         traj = (self.frames + 1 if self.output == "trajectory" else 1) * n * 24
         return {"checkpoints": ckpt, "segment": seg, "trajectory": traj, "total": ckpt + seg + traj}
 
@@ -285,6 +293,7 @@ class Rollout:
             self.solver.check_finite = solver_checks
         # one host read per rollout; the backward pass re-simulates the same steps, so it finds the same contacts
         self._fwd_contacts.check_overflow(since_reset=True)
+        self.last_contact_peak = tuple(int(c) for c in self._fwd_contacts.peak_counts.numpy())
         return q_out, qd_out, ckpt
 
     def _forward_frames(self, a, b, f_w, ckpt_w, q_w, qd_w) -> None:
@@ -303,26 +312,41 @@ class Rollout:
             wp.copy(qd_w[0], a.particle_qd)
 
     # ------------------------------------------------------------------ backward
-    def _segment_buffers(self):
+    def _segment_buffers(self, peak=None):
+        """States and per-step Contacts of one recorded segment, allocated once and reused.
+
+        ``peak``: the largest contact counts of the forward pass being differentiated. The
+        re-simulation finds exactly those contacts again, so the per-step lists are sized to
+        it (they dominate a segment's memory at the default capacities) and grown when a later
+        forward pass finds more.
+        """
+        model = self.model
+        steps = self.checkpoint_every * self.substeps
         if self._seg_states is None:
-            steps = self.checkpoint_every * self.substeps
-            model = self.model
             self._seg_states = [model.state(requires_grad=True) for _ in range(steps + 1)]
-            self._seg_contacts = [model.contacts(*self._contact_caps) for _ in range(steps)]
-            grid = None
-            if model.particle_collide and model.particle_count:
-                d = self._seg_contacts[0].grid_dim
-                grid = wp.HashGrid(d, d, d, device=model.device)
-            for c in self._seg_contacts:  # the grid only serves detection: one is enough for all steps
-                c.particle_grid = grid
             n = model.particle_count
             self._carry = (wp.zeros(n, dtype=wp.vec3, device=model.device),
                            wp.zeros(n, dtype=wp.vec3, device=model.device))
+        fwd = self._fwd_contacts
+        caps = (fwd.soft_contact_max, fwd.particle_pair_max)
+        if peak is not None:
+            caps = (min(caps[0], peak[0]), min(caps[1], peak[1]))
+        have = getattr(self, "_seg_caps", None)
+        if have is None or caps[0] > have[0] or caps[1] > have[1]:
+            if have is not None:
+                caps = (max(caps[0], have[0]), max(caps[1], have[1]))
+            self._seg_contacts = [model.contacts(*caps) for _ in range(steps)]
+            self._seg_caps = caps
+            if fwd.particle_grid is None and model.particle_collide and model.particle_count:
+                d = fwd.grid_dim
+                fwd.particle_grid = wp.HashGrid(d, d, d, device=model.device)
+            for c in self._seg_contacts:  # the grid only serves detection: the forward pass's serves all steps
+                c.particle_grid = fwd.particle_grid
         return self._seg_states, self._seg_contacts
 
     def _record_segment(self, f0: int, f1: int, control_w):
         """Re-simulate frames [f0, f1) on tapes: one tape per step when checking, else one for all."""
-        states, contacts = self._segment_buffers()
+        states, contacts = self._seg_states, self._seg_contacts
         model, solver = self.model, self.solver
         tapes = []
         tape = wp.Tape()
@@ -341,8 +365,11 @@ class Rollout:
                 j += 1
         return tapes
 
-    def backward(self, q0, qd0, particle_f, params: dict, ckpt, grad_q, grad_qd, need_control: bool):
+    def backward(self, q0, qd0, particle_f, params: dict, ckpt, grad_q, grad_qd, need_control: bool,
+                 contact_peak=None):
         """Adjoints of the initial state, controls and parameters, given the output adjoints.
+
+        ``contact_peak``: ``last_contact_peak`` of the forward pass being differentiated.
 
         Returns ``(grad_q0, grad_qd0, grad_particle_f or None, {name: grad})`` as torch tensors.
         """
@@ -357,7 +384,7 @@ class Rollout:
         if particle_f is not None:
             control_w = wp.array(particle_f.detach(), dtype=wp.vec3, device=model.device,
                                  requires_grad=need_control)
-        states, _ = self._segment_buffers()
+        states, _ = self._segment_buffers(contact_peak)
         ckpt_w = _wp(ckpt.view(-1, n, 3))
         gq_w = None if grad_q is None else _wp(grad_q.contiguous())
         gqd_w = None if grad_qd is None else _wp(grad_qd.contiguous())

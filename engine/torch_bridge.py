@@ -27,6 +27,7 @@ class _RolloutFunction(torch.autograd.Function):
         params = dict(zip(names, values))
         q, qd, ckpt = rollout.forward(q0, qd0, particle_f, params)
         ctx.rollout, ctx.names, ctx.ckpt = rollout, names, ckpt
+        ctx.contact_peak = rollout.last_contact_peak
         ctx.save_for_backward(q0, qd0, particle_f, *values)
         return q, qd
 
@@ -36,7 +37,7 @@ class _RolloutFunction(torch.autograd.Function):
         need = ctx.needs_input_grad
         gq0, gqd0, gf, gparams = ctx.rollout.backward(
             q0, qd0, particle_f, dict(zip(ctx.names, values)), ctx.ckpt, grad_q, grad_qd,
-            need_control=particle_f is not None and need[4],
+            need_control=particle_f is not None and need[4], contact_peak=ctx.contact_peak,
         )
         grads = [gparams[n] if need[5 + i] else None for i, n in enumerate(ctx.names)]
         return (None, None, gq0 if need[2] else None, gqd0 if need[3] else None, gf, *grads)

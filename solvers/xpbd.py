@@ -106,6 +106,13 @@ class XPBDSolver(SolverBase):
         self.relaxation = float(relaxation)
         self.scales = jacobi_scales(model, self.relaxation)
 
+    def state_buffer_bytes(self, requires_grad: bool) -> int:
+        """Bytes of the per-iteration buffers that every output state of a step carries."""
+        n, sp, t, k = self.model.particle_count, max(self.model.spring_count, 1), max(self.model.tet_count, 1), \
+            self.iterations
+        values = (k + 1) * n * 12 + k * n * 12 + (k + 1) * sp * 4 + (k + 1) * t * 8
+        return values * (2 if requires_grad else 1)
+
     def prepare_state(self, state) -> None:
         """Allocate the per-iteration buffers of ``state`` now instead of at its first step."""
         self._buffers(state)

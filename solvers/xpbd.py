@@ -2,8 +2,9 @@
 
 One step reads as its stages: take the external forces from Control, predict
 positions, then run ``iterations`` Jacobi iterations of every constraint
-(distance constraints for springs, neo-Hookean constraints for tetrahedra,
-contacts against shapes and between particles) and apply their corrections,
+(distance constraints for springs, membrane constraints for triangles,
+dihedral constraints for bending edges, neo-Hookean constraints for
+tetrahedra, contacts against shapes and between particles) and apply their corrections,
 then recover velocities from the positions. Multipliers start at zero every
 step.
 
@@ -29,8 +30,10 @@ from .constraints import (
     jacobi_scales,
     solve_distance_constraints,
     solve_particle_contacts,
+    solve_bending_constraints,
     solve_shape_contacts,
     solve_tet_constraints,
+    solve_triangle_constraints,
 )
 from .forces import apply_control_forces
 from .solver import SolverBase
@@ -41,29 +44,38 @@ class _IterationBuffers:
 
     def __init__(self, model, iterations: int, requires_grad: bool):
         n, s, t = model.particle_count, model.spring_count, model.tet_count
+        tri, e = model.tri_count, model.edge_count
         with wp.ScopedDevice(model.device):
             self.x = wp.zeros((iterations + 1, n), dtype=wp.vec3, requires_grad=requires_grad)
             self.delta = wp.zeros((iterations, n), dtype=wp.vec3, requires_grad=requires_grad)
             self.spring_lambda = wp.zeros((iterations + 1, max(s, 1)), dtype=float, requires_grad=requires_grad)
             # (deviatoric, volumetric) multipliers per tet
             self.tet_lambda = wp.zeros((iterations + 1, max(t, 1)), dtype=wp.vec2, requires_grad=requires_grad)
+            self.tri_lambda = wp.zeros((iterations + 1, max(tri, 1)), dtype=wp.vec2, requires_grad=requires_grad)
+            self.edge_lambda = wp.zeros((iterations + 1, max(e, 1)), dtype=float, requires_grad=requires_grad)
         self.iterations, self.requires_grad = iterations, requires_grad
 
     def zero_grad(self) -> None:
         if self.requires_grad:
-            for a in (self.x, self.delta, self.spring_lambda, self.tet_lambda):
+            for a in self._arrays():
                 a.grad.zero_()
 
     def bytes(self) -> int:
         per = 1 + (1 if self.requires_grad else 0)
-        return per * sum(a.capacity for a in (self.x, self.delta, self.spring_lambda, self.tet_lambda))
+        return per * sum(a.capacity for a in self._arrays())
+
+    def _arrays(self):
+        return (self.x, self.delta, self.spring_lambda, self.tri_lambda, self.edge_lambda, self.tet_lambda)
 
 
 class XPBDSolver(SolverBase):
     """Extended position-based dynamics with Jacobi iterations.
 
     Springs become distance constraints with compliance ``1 / spring_stiffness``
-    [m/N] and damping ``spring_damping`` [N s/m]; tetrahedra become the
+    [m/N] and damping ``spring_damping`` [N s/m]; triangles and bending edges
+    become the stretch/area and dihedral constraints of the SemiImplicitSolver's
+    membrane and bending energies (``tri_materials``, ``edge_bending_properties``);
+    tetrahedra become the
     deviatoric and volumetric constraints of the same stable neo-Hookean energy
     the SemiImplicitSolver uses (``tet_materials``); static shapes, the ground and
     particle pairs become hard contacts with Coulomb friction (``mu`` of the
@@ -78,8 +90,13 @@ class XPBDSolver(SolverBase):
         model: the :class:`inertia.Model`.
         iterations: Jacobi iterations per step (default 10).
         relaxation: omega, the factor on each constraint's (mass-split)
-            correction; 1.5 converges faster on soft bodies, 1.0 is the
-            safe default. Contacts are never over-relaxed.
+            correction; 1.5 converges faster on soft bodies and cloth, 1.0 is
+            the safe default. Contacts are never over-relaxed.
+        splitting: how a constraint's correction is shared among the n
+            constraints on its particles: ``"sqrt"`` (1/sqrt(n), default: fast)
+            or ``"full"`` (1/n: never overshoots, converges slowly; for stiff
+            cloth at large steps, where ``"sqrt"`` with many iterations can
+            jitter). Both reach the same equilibrium when converged.
         check_finite: raise :class:`inertia.NonFiniteError` naming the first
             stage and step that produced a NaN/inf (debugging; slow).
 
@@ -87,30 +104,27 @@ class XPBDSolver(SolverBase):
     steps give the model a ``contact_margin`` of at least the distance a
     particle travels in one step.
 
-    Not supported yet: triangle and bending constraints (a model with them is
-    refused); build cloth as a spring network for now.
     """
 
-    def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, check_finite: bool = False):
+    def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, splitting: str = "sqrt",
+                 check_finite: bool = False):
         super().__init__(model, check_finite)
         if int(iterations) != iterations or iterations < 1:
             raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
         if not 0.0 < float(relaxation) < 2.0:
             raise ValueError(f"relaxation must be in (0, 2), got {relaxation!r}")
-        missing = [name for name, count in (("triangles", model.tri_count), ("bending edges", model.edge_count))
-                   if count]
-        if missing:
-            raise ValueError(f"XPBDSolver does not support {', '.join(missing)} yet; use SemiImplicitSolver, or "
-                             "build cloth as a spring network (add_cloth_grid(..., add_springs=True))")
         self.iterations = int(iterations)
         self.relaxation = float(relaxation)
-        self.scales = jacobi_scales(model, self.relaxation)
+        if splitting not in ("sqrt", "full"):
+            raise ValueError(f"splitting must be 'sqrt' or 'full', got {splitting!r}")
+        self.splitting = splitting
+        self.scales = jacobi_scales(model, self.relaxation, splitting)
 
     def state_buffer_bytes(self, requires_grad: bool) -> int:
         """Bytes of the per-iteration buffers that every output state of a step carries."""
-        n, sp, t, k = self.model.particle_count, max(self.model.spring_count, 1), max(self.model.tet_count, 1), \
-            self.iterations
-        values = (k + 1) * n * 12 + k * n * 12 + (k + 1) * sp * 4 + (k + 1) * t * 8
+        m, k = self.model, self.iterations
+        lam = 4 * max(m.spring_count, 1) + 8 * max(m.tri_count, 1) + 4 * max(m.edge_count, 1) + 8 * max(m.tet_count, 1)
+        values = (k + 1) * m.particle_count * 12 + k * m.particle_count * 12 + (k + 1) * lam
         return values * (2 if requires_grad else 1)
 
     def prepare_state(self, state) -> None:
@@ -139,6 +153,10 @@ class XPBDSolver(SolverBase):
         for k in range(self.iterations):
             solve_distance_constraints(model, state_in, it.x[k], self.scales["spring"], it.spring_lambda[k],
                                        it.spring_lambda[k + 1], dt, it.delta[k])
+            solve_triangle_constraints(model, state_in, it.x[k], self.scales["tri"], it.tri_lambda[k],
+                                       it.tri_lambda[k + 1], dt, it.delta[k])
+            solve_bending_constraints(model, state_in, it.x[k], self.scales["edge"], it.edge_lambda[k],
+                                      it.edge_lambda[k + 1], dt, it.delta[k])
             solve_tet_constraints(model, state_in, it.x[k], self.scales["tet"], it.tet_lambda[k], it.tet_lambda[k + 1],
                                   dt, it.delta[k])
             solve_shape_contacts(model, state_in, it.x[k], contacts, it.delta[k])

@@ -26,11 +26,11 @@ def apply_corrections(model, x, delta, x_out) -> None:
               device=model.device)
 
 
-def jacobi_scales(model, relaxation: float) -> dict:
+def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> dict:
     """Per-element factors omega / sqrt(max n_i) over the element's particles.
 
-    n_i counts the constraints on particle i: one per spring, two per tet
-    (deviatoric and volumetric). Why the square root: Jacobi corrections of
+    n_i counts the constraints on particle i: one per spring and bending
+    edge, two per triangle (stretch, area) and per tet (deviatoric, volumetric). Why the square root: Jacobi corrections of
     the n constraints on a particle add up, and 1 / n (full mass splitting)
     guarantees they never overshoot together but converges very slowly on
     soft bodies (n ~ 20-40), while 1 / sqrt(n) reflects that the constraints
@@ -39,20 +39,26 @@ def jacobi_scales(model, relaxation: float) -> dict:
     converged answer in 20 iterations where 1 / n needs ~100. The scale
     multiplies the multiplier increments as well as the corrections, so the
     converged equilibrium is unchanged. Computed once from the topology (host
-    side, at solver construction). Returns ``{"spring": ..., "tet": ...}``.
+    side, at solver construction). Returns ``{"spring", "tri", "edge", "tet"}`` arrays.
     """
     n = np.zeros(max(model.particle_count, 1))
-    ij = model.spring_indices.numpy().reshape(-1, 2) if model.spring_count else np.zeros((0, 2), int)
-    tets = model.tet_indices.numpy().reshape(-1, 4) if model.tet_count else np.zeros((0, 4), int)
-    for col in ij.T:
-        np.add.at(n, col, 1.0)
-    for col in tets.T:
-        np.add.at(n, col, 2.0)
+
+    def topology(count, array, width):
+        return array.numpy().reshape(-1, width) if count else np.zeros((0, width), int)
+
+    ij = topology(model.spring_count, model.spring_indices, 2)
+    tris = topology(model.tri_count, model.tri_indices, 3)
+    edges = topology(model.edge_count, model.edge_indices, 4)
+    tets = topology(model.tet_count, model.tet_indices, 4)
+    for idx, per in ((ij, 1.0), (tris, 2.0), (edges, 1.0), (tets, 2.0)):
+        for col in idx.T:
+            np.add.at(n, col, per)
 
     def per_element(idx):
         if len(idx) == 0:
             return wp.zeros(1, dtype=float, device=model.device)
-        s = relaxation / np.sqrt(np.maximum(n[idx].max(axis=1), 1.0))
+        share = np.maximum(n[idx].max(axis=1), 1.0)
+        s = relaxation / (np.sqrt(share) if splitting == "sqrt" else share)
         return wp.array(s.astype(np.float32), dtype=float, device=model.device)
 
-    return {"spring": per_element(ij), "tet": per_element(tets)}
+    return {"spring": per_element(ij), "tri": per_element(tris), "edge": per_element(edges), "tet": per_element(tets)}

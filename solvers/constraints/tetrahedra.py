@@ -27,21 +27,32 @@ def _tet_particle_grads(dcdf: wp.mat33, dm_inv: wp.mat33):
 
 
 @wp.func
-def _multiplier_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
-                     m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
-                     dt: float, s: float):
+def damped_multiplier_step(c: float, lam: float, wsum: float, rate: float, k: float, measure: float, kd: float,
+                           dt: float, s: float):
+    """XPBD's multiplier increment for constraint value ``c`` of an energy (k measure / 2) C^2.
+
+    alpha~ = 1 / (k measure dt^2), gamma = kd / (k dt); ``wsum`` = sum_i w_i |grad_i C|^2,
+    ``rate`` = grad C . (x - x_start); ``s`` the Jacobi scale. Zero when k <= 0 (inactive).
+    """
+    dlam = float(0.0)
+    if k > 0.0 and wsum > 1.0e-20:
+        alpha_t = 1.0 / (k * measure * dt * dt)
+        gamma = kd / (k * dt)
+        dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
+    return dlam
+
+
+@wp.func
+def _tet_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
+              m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
+              dt: float, s: float):
     g1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
     g2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
     g3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
     g0 = -(g1 + g2 + g3)
     wsum = w0 * wp.dot(g0, g0) + w1 * wp.dot(g1, g1) + w2 * wp.dot(g2, g2) + w3 * wp.dot(g3, g3)
-    dlam = float(0.0)
-    if k > 0.0 and wsum > 1.0e-20:
-        alpha_t = 1.0 / (k * volume * dt * dt)
-        gamma = kd / (k * dt)
-        rate = wp.dot(g0, m0) + wp.dot(g1, m1) + wp.dot(g2, m2) + wp.dot(g3, m3)
-        dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
-    return dlam
+    rate = wp.dot(g0, m0) + wp.dot(g1, m1) + wp.dot(g2, m2) + wp.dot(g3, m3)
+    return damped_multiplier_step(c, lam, wsum, rate, k, volume, kd, dt, s)
 
 
 @wp.kernel
@@ -86,7 +97,7 @@ def solve_tet_constraints_kernel(
     ic = wp.ddot(F, F)
     cd = wp.sqrt(wp.max(ic - wp.log(ic + 1.0), 1.0e-12))
     gd = _tet_particle_grads(F * ((1.0 - 1.0 / (ic + 1.0)) / cd), dm_inv)
-    dld = _multiplier_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
+    dld = _tet_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
 
     # volumetric
     c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
@@ -95,7 +106,7 @@ def solve_tet_constraints_kernel(
     cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
     ch = wp.dot(c0, wp.cross(c1, c2)) - (1.0 + 0.75 * mu / la)
     gh = _tet_particle_grads(cof, dm_inv)
-    dlh = _multiplier_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
+    dlh = _tet_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
 
     g = gd * dld + gh * dlh
     d1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])

@@ -1,0 +1,83 @@
+"""Dihedral bending for XPBD: C = theta - theta0 across each edge, compliance 1 / ``edge_ke``.
+
+theta and its gradient are those of the SemiImplicitSolver's bending (Bridson,
+Marino & Fedkiw 2003, solvers/forces/bending.py): the energy ke/2 (theta - theta0)^2
+is (1 / 2 alpha) C^2. Damping gamma = alpha ``edge_kd`` / dt.
+"""
+
+import warp as wp
+
+from .tetrahedra import damped_multiplier_step
+
+
+@wp.kernel
+def solve_bending_constraints_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    inv_mass: wp.array(dtype=float),
+    indices: wp.array2d(dtype=wp.int32),
+    rest_angle: wp.array(dtype=float),
+    properties: wp.array2d(dtype=float),
+    scale: wp.array(dtype=float),
+    lambda_in: wp.array(dtype=float),
+    dt: float,
+    delta: wp.array(dtype=wp.vec3),
+    lambda_out: wp.array(dtype=float),
+):
+    t = wp.tid()
+    i = indices[t, 0]
+    j = indices[t, 1]
+    k = indices[t, 2]
+    l = indices[t, 3]
+    x1 = x[i]
+    x2 = x[j]
+    x3 = x[k]
+    x4 = x[l]
+    lam = lambda_in[t]
+    n1 = wp.cross(x3 - x1, x4 - x1)
+    n2 = wp.cross(x4 - x2, x3 - x2)
+    e = x4 - x3
+    n1_sq = wp.dot(n1, n1)
+    n2_sq = wp.dot(n2, n2)
+    e_len = wp.length(e)
+    dlam = float(0.0)
+    if n1_sq > 1.0e-20 and n2_sq > 1.0e-20 and e_len > 1.0e-10:  # a collapsed wing has no angle
+        e_hat = e / e_len
+        n1_hat = n1 / wp.sqrt(n1_sq)
+        n2_hat = n2 / wp.sqrt(n2_sq)
+        theta = wp.atan2(wp.dot(wp.cross(n1_hat, n2_hat), e_hat), wp.dot(n1_hat, n2_hat))
+        a1 = n1 / n1_sq
+        a2 = n2 / n2_sq
+        d1 = -e_len * a1
+        d2 = -e_len * a2
+        d3 = -(wp.dot(x1 - x4, e_hat) * a1 + wp.dot(x2 - x4, e_hat) * a2)
+        d4 = wp.dot(x1 - x3, e_hat) * a1 + wp.dot(x2 - x3, e_hat) * a2
+        w1 = inv_mass[i]
+        w2 = inv_mass[j]
+        w3 = inv_mass[k]
+        w4 = inv_mass[l]
+        wsum = w1 * wp.dot(d1, d1) + w2 * wp.dot(d2, d2) + w3 * wp.dot(d3, d3) + w4 * wp.dot(d4, d4)
+        rate = (wp.dot(d1, x1 - x_start[i]) + wp.dot(d2, x2 - x_start[j]) + wp.dot(d3, x3 - x_start[k])
+                + wp.dot(d4, x4 - x_start[l]))
+        ke = properties[t, 0]
+        # damped_multiplier_step takes a "modulus x measure": ke itself, measure 1
+        dlam = damped_multiplier_step(theta - rest_angle[t], lam, wsum, rate, ke, 1.0, properties[t, 1], dt,
+                                      scale[t])
+        wp.atomic_add(delta, i, d1 * (w1 * dlam))
+        wp.atomic_add(delta, j, d2 * (w2 * dlam))
+        wp.atomic_add(delta, k, d3 * (w3 * dlam))
+        wp.atomic_add(delta, l, d4 * (w4 * dlam))
+    lambda_out[t] = lam + dlam
+
+
+def solve_bending_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
+    if model.edge_count == 0:
+        return
+    wp.launch(
+        solve_bending_constraints_kernel,
+        dim=model.edge_count,
+        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.edge_indices, model.edge_rest_angle,
+                model.edge_bending_properties, scale, lambda_in, dt],
+        outputs=[delta, lambda_out],
+        device=model.device,
+    )

@@ -220,6 +220,13 @@ class Model:
         return m
 
     # ------------------------------------------------------------------ factories
+    @property
+    def torch_device(self):
+        """The ``torch.device`` matching this model's Warp device (where rollout tensors must live)."""
+        import torch
+
+        return torch.device(wp.device_to_torch(self.device))
+
     def state(self, requires_grad: bool | None = None) -> State:
         """A new State holding the model's initial particle positions and velocities."""
         g = self.requires_grad if requires_grad is None else bool(requires_grad)

@@ -25,6 +25,7 @@ simulation side.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -294,6 +295,10 @@ class Rollout:
         # one host read per rollout; the backward pass re-simulates the same steps, so it finds the same contacts
         self._fwd_contacts.check_overflow(since_reset=True)
         self.last_contact_peak = tuple(int(c) for c in self._fwd_contacts.peak_counts.numpy())
+        if not self.check_finite and not bool(torch.isfinite(q_out[-1]).all() and torch.isfinite(qd_out[-1]).all()):
+            warnings.warn("the rollout produced NaN/inf (the simulation blew up: a smaller time step or softer "
+                          "materials usually help); build the Rollout with check_finite=True to find the first "
+                          "stage and step", RuntimeWarning, stacklevel=4)
         return q_out, qd_out, ckpt
 
     def _forward_frames(self, a, b, f_w, ckpt_w, q_w, qd_w) -> None:

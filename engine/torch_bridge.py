@@ -43,10 +43,6 @@ class _RolloutFunction(torch.autograd.Function):
         return (None, None, gq0 if need[2] else None, gqd0 if need[3] else None, gf, *grads)
 
 
-def _model_device(model) -> torch.device:
-    return torch.device(wp.device_to_torch(model.device))
-
-
 def _as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:
     """Check one tensor input and return it as contiguous float32 (a differentiable cast when needed)."""
     if not isinstance(t, torch.Tensor):
@@ -70,7 +66,7 @@ def _param_shape(model, name: str) -> tuple:
 def run_rollout(rollout, q0=None, qd0=None, particle_f=None, params=None):
     """Differentiable rollout over torch tensors; see :meth:`inertia.Rollout.__call__`."""
     model = rollout.model
-    dev = _model_device(model)
+    dev = model.torch_device
     n = model.particle_count
     if q0 is None:
         q0 = wp.to_torch(model.particle_q).clone()

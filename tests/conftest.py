@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no banner, no module-load lines
 wp.init()
 
 import inertia  # noqa: E402  (after wp.init so Warp stays quiet)

@@ -315,6 +315,16 @@ def test_check_finite_reports_forward_blow_up_with_stage_and_step():
     assert info.value.stage and info.value.step >= 0
 
 
+def test_a_blow_up_without_checks_warns_instead_of_returning_nan_silently():
+    model = chain_model(False)
+    ro = make_rollout(model, frames=20, substeps=1, params=("spring_stiffness",))
+    q0, qd0 = initial(model)
+    with pytest.warns(RuntimeWarning, match="check_finite=True"):
+        q, _ = ro(q0, qd0, params={"spring_stiffness": torch.tensor([1.0e9, 1.0e9])})
+    assert not torch.isfinite(q[-1]).all()
+    assert model.torch_device == q.device
+
+
 # ------------------------------------------------------------------ bad input
 def test_bad_inputs_are_refused_clearly():
     model = chain_model(False)

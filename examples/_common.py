@@ -1,0 +1,130 @@
+"""Shared helpers for the optimisation examples: progress bar, loss plot, USD export, summary line.
+
+Nothing here is physics; every example builds its own scene and loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+
+def add_common_args(parser, iters: int, frames: int, substeps: int, lr: float):
+    """The options every example shares (sizes, learning rate, output directory, device)."""
+    parser.add_argument("--iters", type=int, default=iters, help="optimiser iterations")
+    parser.add_argument("--frames", type=int, default=frames, help="60 Hz frames per rollout")
+    parser.add_argument("--substeps", type=int, default=substeps, help="solver steps per frame")
+    parser.add_argument("--lr", type=float, default=lr, help="Adam learning rate")
+    parser.add_argument("--out", default=OUT_DIR, help="output directory (USD and PNG)")
+    parser.add_argument("--device", default="cpu", help="Warp device")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def init_warp():
+    import warp as wp
+
+    # keep the examples' output to their progress: no init banner or module-load lines
+    wp.config.log_level = getattr(wp, "LOG_WARNING", 30)
+    wp.init()
+
+
+class Progress:
+    """A one-line text progress bar (``\\r``-redrawn on a terminal, one line per update otherwise)."""
+
+    def __init__(self, total: int, label: str = "", width: int = 24, quiet: bool = False, stream=None):
+        self.total, self.label, self.width, self.quiet = max(1, int(total)), label, width, quiet
+        self.stream = sys.stdout if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+
+    def update(self, it: int, loss: float, extra: str = "") -> None:
+        if self.quiet:
+            return
+        done = min(self.total, it + 1)
+        filled = int(round(self.width * done / self.total))
+        bar = "#" * filled + "." * (self.width - filled)
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / done * (self.total - done)
+        line = (f"{self.label} [{bar}] {done:>{len(str(self.total))}}/{self.total}  loss {loss:.4e}  "
+                f"{elapsed:5.1f}s (eta {eta:4.1f}s) {extra}")
+        if self.tty:
+            self.stream.write("\r" + line.ljust(110))
+            if done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def save_loss_plot(history, path: str, title: str, ylabel: str = "loss"):
+    """Save a log-scale loss curve as PNG; returns the path, or None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: `pip install matplotlib` enables the loss-curve plot")
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogy(np.arange(len(history)), np.maximum(np.asarray(history, dtype=float), 1e-30), "-o", ms=3)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_usd(path: str, model, q_frames, fps: float = 60.0) -> str:
+    """Write positions ``q_frames`` ``(T + 1, N, 3)`` (torch or numpy) as one USD time sample per frame."""
+    import inertia
+
+    q_frames = q_frames.detach().cpu().numpy() if hasattr(q_frames, "detach") else np.asarray(q_frames)
+    state = model.state(requires_grad=False)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with inertia.UsdRecorder(path, model, fps=fps) as rec:
+        for q in q_frames:
+            state.particle_q.assign(q.astype(np.float32))
+            rec.record(state)
+    return path
+
+
+def _rounded(v):
+    if isinstance(v, float):
+        return float(f"{v:.6g}") if math.isfinite(v) else v
+    if isinstance(v, (list, tuple)):
+        return [_rounded(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    return v
+
+
+def finish(name: str, history, values: dict, usd_path: str, png_path, start: float) -> dict:
+    """Print the summary line and return the result dict every example's ``main`` returns."""
+    initial, final = float(history[0]), float(history[-1])
+    result = {
+        "example": name,
+        "initial_loss": initial,
+        "final_loss": final,
+        "ratio": initial / max(final, 1e-30),
+        **values,
+        "history": [float(h) for h in history],
+        "usd": usd_path,
+        "png": png_path,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    shown = {k: v for k, v in result.items() if k != "history"}
+    print("SUMMARY " + json.dumps(_rounded(shown)), flush=True)
+    return result

@@ -100,6 +100,12 @@ class XPBDSolver(SolverBase):
         check_finite: raise :class:`inertia.NonFiniteError` naming the first
             stage and step that produced a NaN/inf (debugging; slow).
 
+    Contacts are hard (inequality) constraints: a contact that begins within a
+    step's iterations is a kink in the solve, so gradients across an impact
+    are those of the discrete solve and central differences straddling it
+    disagree with them by several percent (``contact_smoothing`` applies to the
+    SemiImplicitSolver's penalty contact only, so far).
+
     Collision candidates come from ``model.collide(state_in, ...)``: for large
     steps give the model a ``contact_margin`` of at least the distance a
     particle travels in one step.

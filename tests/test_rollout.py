@@ -97,7 +97,7 @@ def test_memory_budget_and_default_segment_length():
 ABSOLUTE_STEP = {"q0": 1e-3, "qd0": 1e-3, "spring_rest_length": 1e-3, "particle_f": 3e-2}
 
 
-def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, eps_rel=1e-2):
+def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, eps_rel=1e-2, step_scale=1.0):
     """For each input, compare grad . d with (L(x + h d) - L(x - h d)) / 2h along a random direction d."""
     rng = np.random.default_rng(seed)
     errors = {}
@@ -106,7 +106,7 @@ def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, e
         # steps chosen where the difference quotient has converged and is not yet rounding noise
         # (float32 states): 1 mm (mm/s) for states and rest lengths, 0.03 N for forces, 1 % for
         # stiffness-like parameters
-        h = ABSOLUTE_STEP.get(name) or eps_rel * float(x.abs().max())
+        h = step_scale * (ABSOLUTE_STEP.get(name) or eps_rel * float(x.abs().max()))
         with torch.no_grad():
             up = {**inputs, name: x + h * d}
             down = {**inputs, name: x - h * d}
@@ -119,22 +119,37 @@ def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, e
     assert not bad, f"relative errors above {rel_tol}: {bad}"
 
 
-@pytest.mark.parametrize("contact", [False, True])
-def test_torch_gradients_match_central_differences(contact):
+SOLVERS = {"semi_implicit": lambda m: inertia.SemiImplicitSolver(m), "xpbd": lambda m: inertia.XPBDSolver(m, 8)}
+
+
+# XPBD through an impact is left out here: its hard contact switches on within a step's iterations, a
+# kink that central differences straddle (errors of 5-15 % on this bouncing chain); its contact
+# gradients are checked on sliding contact in test_xpbd.py.
+@pytest.mark.parametrize("contact, solver", [(False, "semi_implicit"), (True, "semi_implicit"), (False, "xpbd")])
+def test_torch_gradients_match_central_differences(contact, solver):
     model = chain_model(contact)
     frames = 12 if contact else 30
-    names = ("spring_stiffness", "spring_rest_length", "particle_mass") + (
-        ("shape_material_ke", "shape_material_mu") if contact else ())
-    ro = make_rollout(model, frames=frames, params=names, checkpoint_every=4)
+    # (XPBD's mass gradient is checked on the tape in test_xpbd.py, where its central differences are clean;
+    # in this free chain they are not)
+    names = ("spring_stiffness", "spring_rest_length") + (("particle_mass",) if solver == "semi_implicit" else ())
+    if contact:
+        names += ("shape_material_ke", "shape_material_mu")
+    # XPBD's velocities are position differences / dt, so float32 rounding of positions enters them
+    # amplified by 1/dt: its central differences are clean only at larger steps (2 substeps here)
+    substeps = 2 if solver == "xpbd" else 8
+    ro = inertia.Rollout(model, SOLVERS[solver](model), frames, FRAME_DT, substeps, params=names, checkpoint_every=4)
     q0, qd0 = initial(model)
     inputs = {"q0": q0, "qd0": qd0, "particle_f": 0.2 * weights((frames, 3, 3), 7),
               "spring_stiffness": torch.tensor([200.0, 300.0]),
-              "spring_rest_length": torch.tensor(model.spring_rest_length.numpy()),
-              "particle_mass": torch.tensor([1.0, 0.5, 2.0])}
+              "spring_rest_length": torch.tensor(model.spring_rest_length.numpy())}
+    if "particle_mass" in names:
+        inputs["particle_mass"] = torch.tensor([1.0, 0.5, 2.0])
     if contact:
-        inputs["shape_material_ke"] = torch.tensor([2.0e3])
         inputs["shape_material_mu"] = torch.tensor([0.4])
+        inputs["shape_material_ke"] = torch.tensor([2.0e3])
     wq, wqd = weights((frames + 1, 3, 3), 11), weights((frames + 1, 3, 3), 12)
+    if solver == "xpbd":  # (see above) the velocities themselves are the noisiest outputs
+        wqd = torch.zeros_like(wqd)
 
     def run(x):
         q, qd = ro(x["q0"], x["qd0"], x["particle_f"], {n: x[n] for n in names})
@@ -147,7 +162,10 @@ def test_torch_gradients_match_central_differences(contact):
         with torch.no_grad():
             q, _ = ro(q0, qd0)
         assert float(q[:, 0, 2].min()) < 0.05
-    _directional_check(model, inputs, grads, run, seed=5, rel_tol=3e-2 if contact else 1e-2)
+    # XPBD's iterative solve carries more float32 rounding into the loss: 3x larger steps, 2x the tolerance
+    xpbd = solver == "xpbd"
+    _directional_check(model, inputs, grads, run, seed=5, rel_tol=(3e-2 if contact else 1e-2) * (2 if xpbd else 1),
+                       step_scale=3.0 if xpbd else 1.0)
 
 
 # ------------------------------------------------------------------ aliasing and autograd semantics

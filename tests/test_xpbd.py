@@ -217,6 +217,13 @@ def test_xpbd_spring_gradients_match_central_differences():
           tol=2e-2)
     check("xpbd springs d/drest", grad_entries(rest, range(3)),
           central_difference(r.loss, rest, range(3), eps=2e-3), tol=2e-2)
+    w = model.particle_inv_mass
+    check("xpbd springs d/dinv_mass", grad_entries(w, [1, 2, 3]), central_difference(r.loss, w, [1, 2, 3], eps=0.05),
+          tol=1e-2)
+    q0 = r.states[0].particle_q  # initial positions: the springs start off their rest lengths
+    # positions stretch the stiff springs directly: nonlinear beyond a few mm, so a 3 mm step
+    check("xpbd springs d/dq0", grad_entries(q0, entries), central_difference(r.loss, q0, entries, eps=3e-3),
+          tol=2e-2, floor=XPBD_FLOOR)
 
 
 def test_xpbd_ground_contact_gradients_match_central_differences():

@@ -91,6 +91,11 @@ class Rollout:
             read per frame: slower).
         soft_contact_max, particle_pair_max: contact capacities per step (see
             :meth:`inertia.Model.contacts`).
+        capture: replay each frame of the forward pass, and each segment's
+            re-simulation and backward pass, from a graph captured once with
+            ``wp.ScopedCapture`` (the same kernels on the same buffers, so the
+            same results bitwise; much less Python launch overhead). Default:
+            on, unless ``check_finite`` or ``record_grad_norms`` is set.
 
     Inputs are never written: states, controls and parameter values are
     copied into the rollout's own buffers (parameter values are written into
@@ -100,7 +105,8 @@ class Rollout:
     def __init__(self, model, solver, frames: int, frame_dt: float, substeps: int = 1, params=(),
                  checkpoint_every: int | None = None, memory_budget: int | None = None,
                  output: str = "trajectory", check_finite: bool = False, record_grad_norms: bool = False,
-                 soft_contact_max: int | None = None, particle_pair_max: int | None = None):
+                 soft_contact_max: int | None = None, particle_pair_max: int | None = None,
+                 capture: bool | None = None):
         if solver.model is not model:
             raise ValueError("the solver was built for another model")
         if int(frames) != frames or frames < 1:
@@ -120,6 +126,11 @@ class Rollout:
         self.record_grad_norms = bool(record_grad_norms)
         self.grad_norms: np.ndarray | None = None
         self._contact_caps = (soft_contact_max, particle_pair_max)
+        diagnostics = self.check_finite or self.record_grad_norms
+        if capture and diagnostics:
+            raise ValueError("capture=True cannot be combined with check_finite or record_grad_norms, which read "
+                             "the device back between kernels")
+        self.capture = (not diagnostics) if capture is None else bool(capture)
 
         self.param_names = tuple(params)
         for name in self.param_names:
@@ -137,7 +148,10 @@ class Rollout:
         self.checkpoint_every = self._choose_segment(checkpoint_every, memory_budget)
         self.segment_count = -(-self.frames // self.checkpoint_every)
         self._control = model.control(requires_grad=False)
-        self._zero_control = wp.zeros((self.frames, model.particle_count), dtype=wp.vec3, device=model.device)
+        # fixed buffers the steps read their forces from (a captured graph replays fixed addresses)
+        self._frame_force = wp.zeros(model.particle_count, dtype=wp.vec3, device=model.device)
+        self._graphs: dict = {}  # captured graphs, by what they run
+        self._warm: set = set()  # what has run once uncaptured (modules loaded, per-state buffers allocated)
         self._seg_states = None  # allocated at the first backward pass, then reused
         self.last_contact_peak = None  # largest contact counts of the last forward pass
 
@@ -248,10 +262,6 @@ class Rollout:
             src = wp.from_torch(value.detach().contiguous().reshape(dst.shape + _vec_shape(dst)), dtype=dst.dtype)
             wp.copy(dst, src)
 
-    def _frame_control(self, particle_f: wp.array | None, frame: int):
-        self._control.particle_f = (self._zero_control if particle_f is None else particle_f)[frame]
-        return self._control
-
     def _simulate_frame(self, a, b, control, contacts):
         """Advance ``a`` by one frame through ping-pong states; returns the state holding the result."""
         model, solver = self.model, self.solver
@@ -303,18 +313,42 @@ class Rollout:
 
     def _forward_frames(self, a, b, f_w, ckpt_w, q_w, qd_w) -> None:
         T, k = self.frames, self.checkpoint_every
+        self._control.particle_f = self._frame_force
+        if f_w is None:
+            self._frame_force.zero_()
         for frame in range(T):
             if frame % k == 0:
                 s = frame // k
                 wp.copy(ckpt_w[2 * s], a.particle_q)
                 wp.copy(ckpt_w[2 * s + 1], a.particle_qd)
-            a, b = self._simulate_frame(a, b, self._frame_control(f_w, frame), self._fwd_contacts)
+            if f_w is not None:
+                wp.copy(self._frame_force, f_w[frame])
+            a, b = self._run(("frame", a is self._fwd[0]), lambda a=a, b=b: self._simulate_frame(
+                a, b, self._control, self._fwd_contacts), result=(a, b) if self.substeps % 2 == 0 else (b, a))
             if self.output == "trajectory":
                 wp.copy(q_w[frame + 1], a.particle_q)
                 wp.copy(qd_w[frame + 1], a.particle_qd)
         if self.output == "final":
             wp.copy(q_w[0], a.particle_q)
             wp.copy(qd_w[0], a.particle_qd)
+
+    def _run(self, key, work, result=None):
+        """Run ``work()`` plainly the first time, then from a graph captured on the second call.
+
+        ``result``: what ``work()`` returns (needed when the graph replays instead of it).
+        """
+        graph = self._graphs.get(key)
+        if graph is not None:
+            wp.capture_launch(graph)
+            return result
+        if not self.capture or key not in self._warm:
+            self._warm.add(key)
+            return work()
+        with wp.ScopedCapture(device=self.model.device) as cap:  # records, runs nothing
+            out = work()
+        self._graphs[key] = cap.graph
+        wp.capture_launch(cap.graph)
+        return out
 
     # ------------------------------------------------------------------ backward
     def _segment_buffers(self, peak=None):
@@ -332,6 +366,9 @@ class Rollout:
             n = model.particle_count
             self._carry = (wp.zeros(n, dtype=wp.vec3, device=model.device),
                            wp.zeros(n, dtype=wp.vec3, device=model.device))
+            # the forces of the segment's frames, copied in per segment (gradients come out of here)
+            self._seg_force = wp.zeros((self.checkpoint_every, n), dtype=wp.vec3, device=model.device,
+                                       requires_grad=True)
         fwd = self._fwd_contacts
         caps = (fwd.soft_contact_max, fwd.particle_pair_max)
         if peak is not None:
@@ -342,6 +379,8 @@ class Rollout:
                 caps = (max(caps[0], have[0]), max(caps[1], have[1]))
             self._seg_contacts = [model.contacts(*caps) for _ in range(steps)]
             self._seg_caps = caps
+            self._graphs.pop("segment", None)  # it replayed the old contact buffers
+            self._warm.discard("segment")
             if fwd.particle_grid is None and model.particle_collide and model.particle_count:
                 d = fwd.grid_dim
                 fwd.particle_grid = wp.HashGrid(d, d, d, device=model.device)
@@ -349,7 +388,7 @@ class Rollout:
                 c.particle_grid = fwd.particle_grid
         return self._seg_states, self._seg_contacts
 
-    def _record_segment(self, f0: int, f1: int, control_w):
+    def _record_segment(self, f0: int, f1: int):
         """Re-simulate frames [f0, f1) on tapes: one tape per step when checking, else one for all."""
         states, contacts = self._seg_states, self._seg_contacts
         model, solver = self.model, self.solver
@@ -357,8 +396,9 @@ class Rollout:
         tape = wp.Tape()
         per_step = self.check_finite or self.record_grad_norms
         j = 0
+        control = self._control
         for frame in range(f0, f1):
-            control = self._frame_control(control_w, frame)
+            control.particle_f = self._seg_force[frame - f0]
             for _ in range(self.substeps):
                 if per_step:
                     tape = wp.Tape()
@@ -385,11 +425,12 @@ class Rollout:
         self._write_params(params)  # another forward may have changed them since
         for name in params:
             getattr(model, name).grad.zero_()
-        control_w = None
-        if particle_f is not None:
-            control_w = wp.array(particle_f.detach(), dtype=wp.vec3, device=model.device,
-                                 requires_grad=need_control)
         states, _ = self._segment_buffers(contact_peak)
+        f_w = None if particle_f is None else _wp(particle_f.contiguous())
+        grad_f = torch.zeros_like(particle_f) if (particle_f is not None and need_control) else None
+        grad_f_w = None if grad_f is None else _wp(grad_f)
+        if f_w is None:
+            self._seg_force.zero_()
         ckpt_w = _wp(ckpt.view(-1, n, 3))
         gq_w = None if grad_q is None else _wp(grad_q.contiguous())
         gqd_w = None if grad_qd is None else _wp(grad_qd.contiguous())
@@ -401,10 +442,14 @@ class Rollout:
             steps = (f1 - f0) * S
             for st in states[: steps + 1]:
                 st.zero_grad()  # and the solver's per-step buffers: their adjoints accumulate otherwise
+            self._seg_force.grad.zero_()
             wp.copy(states[0].particle_q, ckpt_w[2 * s])
             wp.copy(states[0].particle_qd, ckpt_w[2 * s + 1])
-            tapes = self._record_segment(f0, f1, control_w)
-            # seed adjoints: output adjoints at this segment's frames, the later segment's at its end
+            if f_w is not None:
+                for frame in range(f0, f1):
+                    wp.copy(self._seg_force[frame - f0], f_w[frame])
+            # seed adjoints (the re-simulation writes values only, so seeding first is the same):
+            # output adjoints at this segment's frames, the later segment's at its end
             for frame in range(f0, f1 + 1):
                 st = states[(frame - f0) * S]
                 if frame == f1 and f1 < T:
@@ -418,9 +463,16 @@ class Rollout:
                     wp.copy(st.particle_q.grad, gq_w[row])
                 if gqd_w is not None:
                     wp.copy(st.particle_qd.grad, gqd_w[row])
-            self._run_backward(tapes, f0, f1, norms)
+            if norms is None and not self.check_finite and f1 - f0 == k:
+                # a full-length segment: always the same kernels on the same buffers, so capturable
+                self._run("segment", lambda f0=f0, f1=f1: self._record_segment(f0, f1)[0].backward())
+            else:
+                self._run_backward(self._record_segment(f0, f1), f0, f1, norms)
             wp.copy(carry_q, states[0].particle_q.grad)
             wp.copy(carry_qd, states[0].particle_qd.grad)
+            if grad_f_w is not None:
+                for frame in range(f0, f1):
+                    wp.copy(grad_f_w[frame], self._seg_force.grad[frame - f0])
 
         if norms is not None:
             self.grad_norms = norms
@@ -431,9 +483,6 @@ class Rollout:
             wp.copy(getattr(model, name), saved[name])
         grad_q0 = wp.to_torch(carry_q).clone().to(dev)
         grad_qd0 = wp.to_torch(carry_qd).clone().to(dev)
-        grad_f = None
-        if control_w is not None and need_control:
-            grad_f = wp.to_torch(control_w.grad).clone()
         return grad_q0, grad_qd0, grad_f, grads
 
     def _run_backward(self, tapes, f0, f1, norms) -> None:

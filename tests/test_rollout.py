@@ -78,6 +78,33 @@ def test_checkpointing_gives_bitwise_identical_gradients(contact):
             assert torch.equal(a, b), f"checkpoint_every={k} changed a result by {(a - b).abs().max()}"
 
 
+@pytest.mark.parametrize("solver", ["semi_implicit", "xpbd"])
+def test_captured_graphs_give_bitwise_the_plain_results(solver):
+    """capture=True replays frames and segments from graphs: the same kernels on the same buffers."""
+    model = chain_model(True)
+    results = []
+    for capture in (False, True):
+        ro = inertia.Rollout(model, SOLVERS[solver](model), 12, FRAME_DT, 3, params=("spring_stiffness",),
+                             checkpoint_every=3, capture=capture)  # 3 substeps: odd, both ping-pong parities
+        q0, qd0 = initial(model)
+        qd0.requires_grad_(True)
+        f = (0.1 * weights((12, 3, 3), 3)).requires_grad_(True)
+        ke = torch.tensor([200.0, 300.0], requires_grad=True)
+        for _ in range(2):  # the second call replays every graph the first one captured
+            for t in (qd0, f, ke):
+                t.grad = None
+            q, qd = ro(q0, qd0, f, {"spring_stiffness": ke})
+            loss_of(q, qd, weights(q.shape, 1), weights(qd.shape, 2)).backward()
+        assert bool(ro._graphs) == capture
+        if capture:
+            assert set(ro._graphs) == {("frame", True), ("frame", False), "segment"}
+        results.append([q.detach(), qd.detach(), qd0.grad, f.grad, ke.grad])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="capture"):
+        make_rollout(model, capture=True, check_finite=True)
+
+
 def test_memory_budget_and_default_segment_length():
     model = chain_model(False)
     ro = make_rollout(model, frames=400, substeps=2)

@@ -99,7 +99,13 @@ class Rollout:
 
     Inputs are never written: states, controls and parameter values are
     copied into the rollout's own buffers (parameter values are written into
-    the model's arrays, which is where the solver reads them).
+    the model's arrays, which is where the solver reads them, and stay there).
+    A declared parameter that a call does not pass is simulated with the
+    model's current value, snapshotted for that call's backward pass.
+
+    Captured graphs freeze the Python scalars of the model and solver (dt,
+    damping, contact settings, iterations); a change to any of them is noticed
+    at the next call and the graphs are captured again.
     """
 
     def __init__(self, model, solver, frames: int, frame_dt: float, substeps: int = 1, params=(),
@@ -109,6 +115,8 @@ class Rollout:
                  capture: bool | None = None):
         if solver.model is not model:
             raise ValueError("the solver was built for another model")
+        if model.particle_count == 0:
+            raise ValueError("Rollout needs a model with particles (this one has none)")
         if int(frames) != frames or frames < 1:
             raise ValueError(f"frames must be a positive integer, got {frames!r}")
         if int(substeps) != substeps or substeps < 1:
@@ -133,6 +141,10 @@ class Rollout:
         self.capture = (not diagnostics) if capture is None else bool(capture)
 
         self.param_names = tuple(params)
+        if len(set(self.param_names)) != len(self.param_names):
+            raise ValueError(f"params lists a name twice: {self.param_names}")
+        if "particle_mass" in self.param_names and "particle_inv_mass" in self.param_names:
+            raise ValueError("declare particle_mass or particle_inv_mass, not both (they are the same array)")
         for name in self.param_names:
             if name != "particle_mass" and name not in DIFFERENTIABLE_PARAMS:
                 raise ValueError(f"cannot differentiate with respect to {name!r}; choose from "
@@ -280,6 +292,7 @@ class Rollout:
         model = self.model
         n, T = model.particle_count, self.frames
         dev = q0.device
+        self._refresh_graphs()
         self._write_params(params)
         ckpt = torch.empty((self.segment_count, 2, n, 3), dtype=torch.float32, device=dev)
         frames_out = T + 1 if self.output == "trajectory" else 1
@@ -332,16 +345,33 @@ class Rollout:
             wp.copy(q_w[0], a.particle_q)
             wp.copy(qd_w[0], a.particle_qd)
 
+    def _graph_inputs(self) -> tuple:
+        """The Python scalars a captured graph froze (dt, damping, contact settings, iterations, ...)."""
+        def scalars(obj):
+            return tuple(sorted((k, v) for k, v in vars(obj).items()
+                                if isinstance(v, (bool, int, float, str)) and k != "step_count"))
+        return (self.dt, self.substeps, scalars(self.model), scalars(self.solver))
+
+    def _refresh_graphs(self) -> None:
+        """Drop captured graphs when a scalar they froze has changed since they were captured."""
+        inputs = self._graph_inputs()
+        if getattr(self, "_graphs_for", None) != inputs:
+            self._graphs.clear()
+            self._warm.clear()
+            self._graphs_for = inputs
+
     def _run(self, key, work, result=None):
         """Run ``work()`` plainly the first time, then from a graph captured on the second call.
 
         ``result``: what ``work()`` returns (needed when the graph replays instead of it).
         """
+        if not self.capture or self.solver.check_finite:  # the solver's checks read the device back
+            return work()
         graph = self._graphs.get(key)
         if graph is not None:
             wp.capture_launch(graph)
             return result
-        if not self.capture or key not in self._warm:
+        if key not in self._warm:
             self._warm.add(key)
             return work()
         with wp.ScopedCapture(device=self.model.device) as cap:  # records, runs nothing
@@ -419,9 +449,18 @@ class Rollout:
         Returns ``(grad_q0, grad_qd0, grad_particle_f or None, {name: grad})`` as torch tensors.
         """
         model = self.model
+        self._refresh_graphs()
+        saved = {name: wp.clone(getattr(model, name)) for name in params}
+        try:
+            return self._backward(q0, qd0, particle_f, params, ckpt, grad_q, grad_qd, need_control, contact_peak)
+        finally:
+            for name in params:  # also when the backward pass raised (e.g. NonFiniteError)
+                wp.copy(getattr(model, name), saved[name])
+
+    def _backward(self, q0, qd0, particle_f, params, ckpt, grad_q, grad_qd, need_control, contact_peak):
+        model = self.model
         n, T, k, S = model.particle_count, self.frames, self.checkpoint_every, self.substeps
         dev = q0.device
-        saved = {name: wp.clone(getattr(model, name)) for name in params}
         self._write_params(params)  # another forward may have changed them since
         for name in params:
             getattr(model, name).grad.zero_()
@@ -480,7 +519,6 @@ class Rollout:
         for name, value in params.items():
             g = wp.to_torch(getattr(model, name).grad).clone()
             grads[name] = g.reshape(value.shape)
-            wp.copy(getattr(model, name), saved[name])
         grad_q0 = wp.to_torch(carry_q).clone().to(dev)
         grad_qd0 = wp.to_torch(carry_qd).clone().to(dev)
         return grad_q0, grad_qd0, grad_f, grads

@@ -7,10 +7,14 @@ inputs that require it. What the bridge guarantees:
 * User tensors are never written: inputs are read (zero-copy when they are
   contiguous float32 on the model's device) and copied into the rollout's own
   buffers; outputs and gradients are fresh tensors.
-* Every graph owns its data. The forward pass saves the inputs and the
-  checkpoints in the autograd context, and the backward pass re-simulates
-  from them, so calling the rollout again before ``backward()``, or calling
-  ``backward(retain_graph=True)`` twice, gives the same gradients.
+* Every graph owns its data. The forward pass saves the inputs, the
+  checkpoints and the value of every declared parameter (a snapshot of the
+  model's array for those not passed) in the autograd context, and the
+  backward pass re-simulates from them, so calling the rollout again before
+  ``backward()``, or calling ``backward(retain_graph=True)`` twice, gives the
+  same gradients. Passed parameter values stay in the model's arrays after
+  the call (that is where the solver reads them); ``particle_mass`` is
+  written as ``particle_inv_mass``.
 * Bad input is refused with a clear message: wrong shape, non-float dtype,
   another device, NaN/inf, negative masses.
 """
@@ -85,8 +89,17 @@ def run_rollout(rollout, q0=None, qd0=None, particle_f=None, params=None):
     names, values = [], []
     for name in rollout.param_names:
         if name not in params:
+            # Not passed: this call simulates with the model's current value. Snapshot it, so
+            # that this graph's backward pass re-simulates with it even if a later call changes
+            # the model's array (a constant: no gradient).
+            warp_name = "particle_inv_mass" if name == "particle_mass" else name
+            names.append(warp_name)
+            values.append(wp.to_torch(getattr(model, warp_name)).detach().clone().reshape(
+                _param_shape(model, warp_name)))
             continue
         value = _as_input(f"params[{name!r}]", params[name], _param_shape(model, name), dev)
+        if name == "particle_inv_mass" and bool((value < 0).any()):
+            raise ValueError("params['particle_inv_mass'] has negative entries (0 means kinematic)")
         if name == "particle_mass":
             if bool((value < 0).any()):
                 raise ValueError("params['particle_mass'] has negative entries (0 means kinematic)")

@@ -257,6 +257,45 @@ def test_retain_graph_twice_and_interleaved_graphs():
     assert not torch.equal(first[0], alone_qd)
 
 
+def test_a_graph_keeps_the_parameter_values_of_its_own_forward_pass():
+    """Declared params not passed to a call are snapshotted: a later call that changes them cannot leak in."""
+    model = chain_model(False)
+    ro = make_rollout(model, params=("spring_stiffness",))
+    q0, qd0 = initial(model)
+    ro(q0, qd0, params={"spring_stiffness": torch.tensor([400.0, 600.0])})  # leaves 400, 600 in the model
+    qd_b = qd0.clone().requires_grad_(True)
+    q, qd = ro(q0, qd_b)  # simulates with 400, 600
+    ro(q0, qd0, params={"spring_stiffness": torch.tensor([50.0, 50.0])})  # changes the model again
+    loss_of(q, qd, weights(q.shape, 1), weights(qd.shape, 2)).backward()
+    qd_ref = qd0.clone().requires_grad_(True)
+    fresh = make_rollout(chain_model(False), params=("spring_stiffness",))
+    q2, qd2 = fresh(q0, qd_ref, params={"spring_stiffness": torch.tensor([400.0, 600.0])})
+    assert torch.equal(q, q2)
+    loss_of(q2, qd2, weights(q.shape, 1), weights(qd.shape, 2)).backward()
+    assert torch.equal(qd_b.grad, qd_ref.grad)
+
+
+def test_changing_a_model_scalar_recaptures_the_graphs():
+    model = chain_model(True)
+    q0, qd0 = initial(model)
+    captured, plain = make_rollout(model, frames=6), make_rollout(model, frames=6, capture=False)
+    for _ in range(3):
+        captured(q0, qd0)  # frames and segments captured
+    model.particle_damping = 5.0  # a scalar the captured kernels froze
+    a, b = qd0.clone().requires_grad_(True), qd0.clone().requires_grad_(True)
+    qa, _ = captured(q0, a)
+    qb, _ = plain(q0, b)
+    assert torch.equal(qa, qb)
+    qa[-1].sum().backward()
+    qb[-1].sum().backward()
+    assert torch.equal(a.grad, b.grad)
+    # and a solver that checks every stage is never replayed from a graph (its checks read the device)
+    checked = inertia.Rollout(model, inertia.SemiImplicitSolver(model, check_finite=True), 4, FRAME_DT, 2)
+    for _ in range(2):
+        checked(q0, qd0)
+    assert not checked._graphs
+
+
 def test_final_output_equals_last_trajectory_frame():
     model = chain_model(True)
     traj = make_rollout(model, checkpoint_every=3)
@@ -397,6 +436,16 @@ def test_bad_inputs_are_refused_clearly():
         make_rollout(model, params=("particle_colour",))
     with pytest.raises(ValueError, match="frame_dt"):
         inertia.Rollout(model, inertia.SemiImplicitSolver(model), 4, 0.0)
+    with pytest.raises(ValueError, match="not both"):
+        make_rollout(model, params=("particle_mass", "particle_inv_mass"))
+    with pytest.raises(ValueError, match="negative"):
+        make_rollout(model, params=("particle_inv_mass",))(q0, qd0, params={
+            "particle_inv_mass": torch.tensor([1.0, -2.0, 0.5])})
+    empty = inertia.ModelBuilder()
+    empty.add_ground_plane()
+    empty_model = empty.finalize(device=DEVICE)
+    with pytest.raises(ValueError, match="particles"):
+        inertia.Rollout(empty_model, inertia.SemiImplicitSolver(empty_model), 4, FRAME_DT)
     with pytest.raises(ValueError, match="another model"):
         inertia.Rollout(model, inertia.SemiImplicitSolver(chain_model(False)), 4, FRAME_DT)
     # float64 inputs are accepted (cast, differentiably) and get float64 gradients

@@ -9,6 +9,7 @@ depth 0. Deep in contact (depth >> h) it is the plain force again; a body at res
 sits h * ln(e^(m g / (ke h)) - 1) deep instead of m g / ke (always shallower,
 and above the surface once h > m g / (ke ln 2)): the little physical stiffness
 traded for gradients that do not jump with the step at which contact begins.
+Friction scales with f_n, so with h > 0 it too starts (weakly) just before touch.
 Friction: f_t = -min(mu f_n |v_t| / sqrt(|v_t|^2 + eps^2), m |v_t| / dt) * v_t / |v_t|,
 where eps = ``model.friction_smoothing`` [m/s] makes Coulomb's law smooth (so it
 is differentiable at v_t = 0) and the second bound keeps an explicit step from

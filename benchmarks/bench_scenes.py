@@ -10,8 +10,10 @@ both engines are built from the same numbers. Sizes are grid dimensions:
 * ``soft``     (X, Y, Z) cells: a stable neo-Hookean tet block (5 tets per cell) dropped onto the
   ground at 1 m/s.
 
-All scenes use dt = 1/2400 s (40 substeps of a 60 Hz frame), the step the grid defaults are
-stable at, and the same ground and particle-particle contact material.
+All scenes share the ground and particle-particle contact material. The time step belongs to the
+solver (``SOLVERS[name].settings(scene)``): the SemiImplicitSolver runs every scene at dt = 1/2400 s
+(40 substeps of a 60 Hz frame), the step the grid defaults are stable at; the XPBDSolver at
+dt = 1/600 s (10 substeps) with the iterations and relaxation given in ``XPBD_SETTINGS``.
 """
 
 from __future__ import annotations
@@ -171,7 +173,31 @@ SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene())}
 # ---------------------------------------------------------------------------------------------
 # Solvers. A runner owns one simulation (model, two states, control, contacts, solver) and knows
 # how to take one step (collision detection + solver step + state swap). To benchmark another
-# solver, add a factory to SOLVERS (and to bench_newton.NEWTON_SOLVERS for its Newton twin).
+# solver, add a SolverSpec to SOLVERS (and a factory to bench_newton.NEWTON_SOLVERS for its Newton
+# twin). Each spec states, per scene, the time step and the solver settings it is run with; the
+# XPBD settings are the ones tests/test_xpbd.py validates (see ``SolverSpec.settings``).
+
+
+class SolverSpec:
+    """A benchmarked solver: how to build it and, per scene, the step and settings it runs at.
+
+    ``settings(scene)`` -> dict with ``dt`` [s], ``substeps`` (solver steps per 60 Hz frame, = FRAME_DT / dt)
+    and the solver's keyword arguments (``kwargs``), plus ``why``: where the setting is validated.
+    ``spec(model, scene)`` builds the solver for that scene (``scene`` defaults to "cloth", the scene of
+    benchmarks/rollout.py). Calling the spec keeps the old ``SOLVERS[name](model)`` interface.
+    """
+
+    def __init__(self, name: str, make, per_scene: dict, description: str):
+        self.name, self._make, self._per_scene, self.description = name, make, per_scene, description
+
+    def settings(self, scene: str = "cloth") -> dict:
+        s = dict(self._per_scene.get(scene, self._per_scene["*"]))
+        s["kwargs"] = dict(s.get("kwargs", {}))
+        s["dt"] = FRAME_DT / s["substeps"]
+        return s
+
+    def __call__(self, model, scene: str = "cloth"):
+        return self._make(model, **self.settings(scene)["kwargs"])
 
 
 def _semi_implicit(model):
@@ -180,8 +206,35 @@ def _semi_implicit(model):
     return inertia.SemiImplicitSolver(model)
 
 
+def _xpbd(model, **kwargs):
+    import inertia
+
+    return inertia.XPBDSolver(model, **kwargs)
+
+
+# Every scene at 10 substeps per 60 Hz frame (dt = 1/600 s, 4x the semi-implicit step):
+# * cloth, soft: 20 Jacobi iterations, relaxation 1.5, the setting tests/test_xpbd.py validates for a
+#   hanging cloth (same equilibrium as the semi-implicit solver within 1 cm) and a dropped 50 kPa cube
+#   (volume within 3 %); at 10 iterations both come out visibly softer.
+# * granular: contacts only (never over-relaxed), 10 iterations, relaxation 1.0.
+XPBD_SETTINGS = {
+    "cloth": {"substeps": 10, "kwargs": {"iterations": 20, "relaxation": 1.5},
+              "why": "tests/test_xpbd.py::test_hanging_cloth_reaches_the_semi_implicit_equilibrium"},
+    "soft": {"substeps": 10, "kwargs": {"iterations": 20, "relaxation": 1.5},
+             "why": "tests/test_xpbd.py::test_soft_cube_dropped_rests_on_the_ground_and_keeps_its_volume"},
+    "granular": {"substeps": 10, "kwargs": {"iterations": 10, "relaxation": 1.0},
+                 "why": "contacts only; benchmarks/README.md (XPBD settings)"},
+}
+XPBD_SETTINGS["*"] = XPBD_SETTINGS["cloth"]
+
 SOLVERS = {
-    "semi_implicit": _semi_implicit,
+    "semi_implicit": SolverSpec(
+        "semi_implicit", lambda model: _semi_implicit(model),
+        {"*": {"substeps": SUBSTEPS, "why": "the step the scenes' stiffnesses are stable at"}},
+        "inertia.SemiImplicitSolver (explicit forces, symplectic Euler)"),
+    "xpbd": SolverSpec(
+        "xpbd", _xpbd, XPBD_SETTINGS,
+        "inertia.XPBDSolver (Jacobi XPBD, splitting='sqrt')"),
 }
 
 
@@ -197,8 +250,10 @@ class InertiaRunner:
         self.state_0, self.state_1 = m.state(), m.state()
         self.control = m.control()
         self.contacts = m.contacts()
-        self.solver = SOLVERS[solver](m)
-        self.dt = DT
+        spec = SOLVERS[solver]
+        self.settings = spec.settings(scene.name)
+        self.solver = spec(m, scene.name)
+        self.dt = self.settings["dt"]
         self.notes = []
 
     def counts(self) -> dict:
@@ -221,6 +276,9 @@ class InertiaRunner:
 
     def positions(self):
         return self.state_0.particle_q.numpy()
+
+    def velocities(self):
+        return self.state_0.particle_qd.numpy()
 
     def contact_counts(self) -> dict:
         c = self.contacts.counts()

@@ -7,9 +7,11 @@
 
 Scene: a (N x N)-cell cloth (``builder.add_cloth_grid``, the material of benchmarks/run.py's cloth
 scene, nothing pinned) starting 0.2 m above a ground plane (--tiny: 0.06 m) and falling at 2 m/s;
-it touches the ground after about 170 steps (--tiny: about 25). A horizon of T steps is
-``frames = T / substeps`` frames of ``substeps`` solver steps each (full size: substeps = 10,
-dt = 1/2400 s as in run.py; --tiny: substeps = 2). Every rollout uses ``output="final"`` and the loss ``sum_i q_final[i] . w_i`` with
+it touches the ground after about 0.07 s (--tiny: about 0.01 s). A horizon of T steps is
+``frames = T / substeps`` frames of ``substeps`` solver steps each (full size: substeps = 10; --tiny:
+substeps = 2) at the solver's own dt (``--solver``: a name in bench_scenes.SOLVERS, with the settings it
+states for the cloth scene: semi_implicit dt = 1/2400 s as in run.py, about 170 steps to touch down;
+xpbd dt = 1/600 s, 20 iterations, relaxation 1.5, about 45 steps). Every rollout uses ``output="final"`` and the loss ``sum_i q_final[i] . w_i`` with
 fixed, non-uniform weights (``loss_weights``); gradients are taken with respect to the initial
 positions and velocities, and a checksum of them is recorded for every run.
 
@@ -17,6 +19,8 @@ positions and velocities, and a checksum of them is recorded for every run.
    frames), frames = one tape), the wall time of ``Rollout`` forward (no tape) and backward
    (``loss.backward()``: re-simulate each segment on a tape, then run it backwards), after a warm-up
    run that loads (compiles) every kernel; median of ``--repeats`` runs.
+   Per-step times are also given per simulated second (``*_s_per_sim_s``), the figure to compare
+   between solvers with different dt.
 2. ``memory``: for each T, with the default k ("checkpointed") and k = frames ("none"), one fresh
    subprocess builds the scene, warms the kernels up on a 1-frame rollout, then reads its resident
    set size, resets the peak (``/proc/self/clear_refs``), builds the Rollout and runs forward and
@@ -51,8 +55,9 @@ import warp as wp  # noqa: E402
 
 SCHEMA = "inertia-rollout-benchmark/1"
 
-DT = 1.0 / 2400.0  # solver step [s], as in benchmarks/run.py
-DROP_HEIGHT = {"full": 0.2, "tiny": 0.06}  # [m] above the ground: contact after ~170 (full) / ~25 (tiny) steps
+DT = 1.0 / 2400.0  # the semi-implicit solver step [s], as in benchmarks/run.py; see solver_dt()
+# [m] above the ground: contact after ~0.07 s (full) / ~0.01 s (tiny), i.e. ~170 / ~25 semi-implicit steps
+DROP_HEIGHT = {"full": 0.2, "tiny": 0.06}
 DROP_SPEED = 2.0  # [m/s] downwards
 
 FULL = {"size": 32, "height": DROP_HEIGHT["full"], "substeps": 10, "ratio_steps": 1000,
@@ -98,10 +103,17 @@ def build_inertia(n: int, height: float, device):
 
 
 def make_solver(name: str, model):
-    """Solvers come from bench_scenes.SOLVERS (add XPBD there and it is benchmarked here too)."""
+    """Solvers come from bench_scenes.SOLVERS, with the settings they state for the cloth scene."""
     from bench_scenes import SOLVERS
 
-    return SOLVERS[name](model)
+    return SOLVERS[name](model, "cloth")
+
+
+def solver_dt(name: str) -> float:
+    """The solver step [s] the solver states for the cloth scene (semi_implicit 1/2400, xpbd 1/600)."""
+    from bench_scenes import SOLVERS
+
+    return SOLVERS[name].settings("cloth")["dt"]
 
 
 def counts_of(model) -> dict:
@@ -170,6 +182,7 @@ class InertiaCase:
 
         self.inertia, self.torch = inertia, torch
         self.n, self.solver_name, self.substeps = n, solver, substeps
+        self.dt = solver_dt(solver)
         self.model = build_inertia(n, height, device)
         self.solver = make_solver(solver, self.model)
         self.q0 = wp.to_torch(self.model.particle_q).clone()
@@ -177,7 +190,7 @@ class InertiaCase:
         self.w = torch.from_numpy(loss_weights(self.model.particle_count))
 
     def rollout(self, frames: int, k):
-        return self.inertia.Rollout(self.model, self.solver, frames, self.substeps * DT, substeps=self.substeps,
+        return self.inertia.Rollout(self.model, self.solver, frames, self.substeps * self.dt, substeps=self.substeps,
                                     checkpoint_every=k, output="final")
 
     def run(self, r) -> dict:
@@ -222,11 +235,15 @@ def measure_ratio(case: InertiaCase, steps: int, repeats: int) -> dict:
     case.run(warm)  # loads every kernel (compiles the ones not cached)
     first_s = time.perf_counter() - t
     del warm
-    out = {"steps": steps, "frames": frames, "substeps": case.substeps, "repeats": repeats,
+    out = {"steps": steps, "frames": frames, "substeps": case.substeps, "repeats": repeats, "dt": case.dt,
+           "sim_time_s": steps * case.dt,
            "default_k": default_k, "warmup_run_s": first_s, "configs": []}
     for k, labels in _ks_for(frames, default_k):
+        load_start = _loadavg()
         r = case.rollout(frames, k)
         case.run(r)  # allocates the segment buffers; not timed
+        if getattr(r, "capture", False):
+            case.run(r)  # the second run captures the graphs that the timed runs replay; not timed
         runs = [case.run(r) for _ in range(repeats)]
         fwd = [x["forward_s"] for x in runs]
         bwd = [x["backward_s"] for x in runs]
@@ -234,9 +251,13 @@ def measure_ratio(case: InertiaCase, steps: int, repeats: int) -> dict:
         est = r.memory_estimate()
         out["configs"].append({
             "checkpoint_every": k, "labels": labels, "segments": r.segment_count,
+            "capture": bool(getattr(r, "capture", False)),
             "forward_s": _stats(fwd), "backward_s": _stats(bwd),
             "forward_per_step_ms": 1e3 * statistics.median(fwd) / steps,
             "backward_per_step_ms": 1e3 * statistics.median(bwd) / steps,
+            # wall seconds per simulated second (steps x dt simulated)
+            "forward_s_per_sim_s": statistics.median(fwd) / (steps * case.dt),
+            "backward_s_per_sim_s": statistics.median(bwd) / (steps * case.dt),
             "ratio": statistics.median(ratios),
             "ratio_of_medians": statistics.median(bwd) / statistics.median(fwd),
             "ratio_of_mins": min(bwd) / min(fwd),
@@ -245,10 +266,19 @@ def measure_ratio(case: InertiaCase, steps: int, repeats: int) -> dict:
             "finite": all(x["finite"] and x["grad"]["finite"] for x in runs),
             "min_height": runs[-1]["min_height"], "loss": runs[-1]["loss"], "grad": runs[-1]["grad"],
             "grad_repeatable": len({x["grad"]["sha256_16"] for x in runs}) == 1,
+            # other load on the machine: 1-minute load average before and after this k's runs
+            "loadavg_1min": {"start": load_start, "end": _loadavg(), "cores": os.cpu_count()},
         })
         del r
         gc.collect()
     return out
+
+
+def _loadavg():
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _stats(xs) -> dict:
@@ -509,19 +539,22 @@ def _grid(head, rows) -> list:
 
 def table(doc) -> str:
     c = doc["config"]
-    lines = [f"cloth {c['size']}x{c['size']} ({doc['counts']['particles']} particles), solver {c['solver']}, "
-             f"dt = 1/{round(1 / DT)} s, substeps {c['substeps']}, device {doc['machine']['device']}"]
+    lines = [f"cloth {c['size']}x{c['size']} ({doc['counts']['particles']} particles), solver {c['solver']} "
+             f"{c.get('solver_kwargs', {})}, dt = 1/{round(1 / c['dt'])} s, substeps {c['substeps']}, "
+             f"device {doc['machine']['device']}"]
     ra = doc["ratio"]
-    lines.append(f"\n1. backward / forward, T = {ra['steps']} steps ({ra['frames']} frames), median of "
-                 f"{ra['repeats']}; default k = {ra['default_k']}")
+    lines.append(f"\n1. backward / forward, T = {ra['steps']} steps ({ra['frames']} frames, "
+                 f"{ra['steps'] * c['dt']:.3f} s simulated), median of {ra['repeats']}; default k = {ra['default_k']}")
     rows = []
     for r in ra["configs"]:
         rows.append((r["checkpoint_every"], r["segments"], ", ".join(r["labels"]),
                      _fmt(r["forward_per_step_ms"], ".3f"), _fmt(r["backward_per_step_ms"], ".3f"),
+                     _fmt(r.get("forward_s_per_sim_s"), ".2f"), _fmt(r.get("backward_s_per_sim_s"), ".2f"),
                      _fmt(r["ratio"], ".2f"), _fmt(r["ratio_of_mins"], ".2f"),
                      _fmt(_mib(r["memory_estimate"]["total"]), ".2f"), r["grad"]["sha256_16"]))
-    lines += _grid(("k", "segments", "config", "fwd ms/step", "bwd ms/step", "bwd/fwd", "min bwd/min fwd",
-                    "est MiB", "grad sha"), rows)
+    lines += _grid(("k", "segments", "config", "fwd ms/step", "bwd ms/step", "fwd s/sim s", "bwd s/sim s",
+                    "bwd/fwd", "min bwd/min fwd", "est MiB", "grad sha"), rows)
+    lines.append("s/sim s = wall seconds per simulated second (per-step time / dt)")
     lines.append("\n2. peak memory (fresh process each; measured = peak RSS - RSS before the rollout)")
     rows = []
     for m in doc["memory"]:
@@ -616,7 +649,8 @@ def main(argv=None) -> dict:
         "schema": SCHEMA,
         "machine": machine_info(device),
         "config": {"tiny": bool(args.tiny), "size": cfg["size"], "solver": args.solver, "substeps": cfg["substeps"],
-                   "dt": DT, "frame_dt": cfg["substeps"] * DT, "ratio_steps": cfg["ratio_steps"],
+                   "dt": case.dt, "frame_dt": cfg["substeps"] * case.dt, "ratio_steps": cfg["ratio_steps"],
+                   "solver_kwargs": SOLVERS[args.solver].settings("cloth")["kwargs"],
                    "memory_steps": list(cfg["memory_steps"]), "repeats": cfg["repeats"], "output": "final",
                    "loss": "sum_i q_final[i] . w_i, w_i = loss_weights(N); gradients w.r.t. q0 and qd0",
                    "scene": cloth_params(cfg["size"], cfg["height"]), "child_timeout_s": args.child_timeout,
@@ -633,6 +667,11 @@ def main(argv=None) -> dict:
     print("2. memory ...", file=sys.stderr, flush=True)
     doc["memory"] = [] if args.no_memory else measure_memory(args, cfg, doc["ratio"], device)
     py, doc["newton"] = find_newton_python(args)
+    if py is not None and args.solver != "semi_implicit":
+        # Newton's twin here is SolverSemiImplicit; a Newton SolverXPBD rollout on one tape would keep every
+        # iteration's arrays of T steps (no memory guard), so it is left out (run.py times SolverXPBD)
+        py, doc["newton"] = None, (f"skipped (section 3 compares with Newton's SolverSemiImplicit only; "
+                                   f"solver {args.solver!r})")
     doc["newton_results"] = []
     if py is not None:
         print("3. newton ...", file=sys.stderr, flush=True)

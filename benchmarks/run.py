@@ -4,6 +4,7 @@
     python benchmarks/run.py --scenes cloth --sizes 128x128 --repeats 7 --json out.json
     python benchmarks/run.py --tiny --no-newton               # smoke run (seconds)
     python benchmarks/run.py --cold                           # compile every kernel into an empty cache
+    python benchmarks/run.py --solvers semi_implicit,xpbd --newton-python /work/venv-newton/bin/python
 
 Prints a table and a JSON document (also written to ``--json``). See benchmarks/README.md for
 what each figure means and how it is measured.
@@ -41,6 +42,13 @@ def _now():
 
 def _sync(device):
     wp.synchronize_device(device)
+
+
+def _loadavg():
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _cache_entries(path) -> set:
@@ -96,6 +104,7 @@ def measure(runner, steps: int, repeats: int, warmup: int, cache_dir: str | None
     """
     dev = runner.device
     res = {"engine": runner.engine, "counts": runner.counts(), "dt": runner.dt, "notes": list(runner.notes)}
+    load_start = _loadavg()
 
     before = cache_before if cache_before is not None else (_cache_entries(cache_dir) if cache_dir else set())
     _sync(dev)
@@ -146,9 +155,11 @@ def measure(runner, steps: int, repeats: int, warmup: int, cache_dir: str | None
     n = res["counts"]["particles"]
     res["python"] = _rate(py_rates)
     res["python"]["particle_steps_per_s"] = res["python"]["median"] * n
+    res["python"]["sim_s_per_wall_s"] = res["python"]["median"] * runner.dt
     if graph_rates:
         res["graph"] = _rate(graph_rates)
         res["graph"]["particle_steps_per_s"] = res["graph"]["median"] * n
+        res["graph"]["sim_s_per_wall_s"] = res["graph"]["median"] * runner.dt
         ops = _graph_ops(cap_graph)
         res["graph_ops_per_step"] = ops / 2 if ops is not None else None
     else:
@@ -164,8 +175,12 @@ def measure(runner, steps: int, repeats: int, warmup: int, cache_dir: str | None
     q = runner.positions()
     res["finite"] = bool(np.isfinite(q).all())
     res["final_min_height"] = float(q[:, 2].min()) if len(q) else None
+    qd = runner.velocities()
+    res["final_max_speed"] = float(np.linalg.norm(qd, axis=1).max()) if len(qd) else None
     res["contacts"] = runner.contact_counts()
     res["launches_per_step"], res["launches_by_kernel"] = _count_launches(runner)
+    # other load on the machine: the 1-minute load average when the row started and ended (None if unknown)
+    res["loadavg_1min"] = {"start": load_start, "end": _loadavg(), "cores": os.cpu_count()}
     return res
 
 
@@ -216,26 +231,37 @@ def _fmt(v, spec):
 
 
 def table(doc) -> str:
-    head = ("scene", "size", "engine", "particles", "build s", "1st step s", "cache", "steps/s py",
-            "steps/s graph", "Mpart-steps/s", "launches", "graph ops")
+    head = ("scene", "size", "solver", "engine", "particles", "dt", "build s", "1st step s", "cache", "steps/s py",
+            "steps/s graph", "sim s/s py", "sim s/s graph", "Mpart-steps/s", "launches", "graph ops")
     rows = [head]
     for r in doc["results"]:
         g = r["graph"]
         best = g.get("particle_steps_per_s", r["python"]["particle_steps_per_s"])
         rows.append((
-            r["scene"], "x".join(map(str, r["size"])), r["engine"], str(r["counts"]["particles"]),
-            _fmt(r["build_s"], ".2f"), _fmt(r["first_step_s"], ".3f"), r["cache"],
-            _fmt(r["python"]["median"], ".1f"), _fmt(g.get("median"), ".1f"), _fmt(best / 1e6, ".2f"),
-            str(r["launches_per_step"]), _fmt(r["graph_ops_per_step"], ".0f"),
+            r["scene"], "x".join(map(str, r["size"])), r["solver"], r["engine"], str(r["counts"]["particles"]),
+            f"1/{round(1 / r['dt'])}", _fmt(r["build_s"], ".2f"), _fmt(r["first_step_s"], ".3f"), r["cache"],
+            _fmt(r["python"]["median"], ".1f"), _fmt(g.get("median"), ".1f"),
+            _fmt(r["python"].get("sim_s_per_wall_s"), ".4f"), _fmt(g.get("sim_s_per_wall_s"), ".4f"),
+            _fmt(best / 1e6, ".2f"), str(r["launches_per_step"]), _fmt(r["graph_ops_per_step"], ".0f"),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.rjust(w) if i >= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
     lines.insert(1, "-" * len(lines[0]))
+    lines.append("sim s/s = simulated seconds per wall-clock second (steps/s x dt; 1.0 = real time)")
     for c in doc["comparisons"]:
+        if c.get("error"):
+            lines.append(f"{c['scene']} {c['solver']}: newton failed: {c['error']}")
+            continue
         lines.append(
             f"{c['scene']} {c['solver']}: inertia / newton throughput = {_fmt(c['ratio_python'], '.2f')} "
-            f"(python loop), {_fmt(c['ratio_graph'], '.2f')} (graph)"
+            f"(python loop), {_fmt(c['ratio_graph'], '.2f')} (graph); same dt, so per step = per simulated second"
+        )
+    for c in doc.get("solver_comparisons", []):
+        lines.append(
+            f"{c['scene']} {c['engine']} {c['solver']} / {c['baseline']}: steps/s x {_fmt(c['steps_ratio_python'], '.3f')} (py), "
+            f"x {_fmt(c['steps_ratio_graph'], '.3f')} (graph); dt x {c['dt_ratio']:g}; simulated seconds per wall "
+            f"second x {_fmt(c['sim_ratio_python'], '.3f')} (py), x {_fmt(c['sim_ratio_graph'], '.3f')} (graph)"
         )
     if doc.get("newton"):
         lines.append(f"newton: {doc['newton']}")
@@ -264,18 +290,49 @@ def _parse_sizes(scenes, text):
     return sizes
 
 
+def solver_comparisons(results, solvers) -> list:
+    """Each solver against the first one listed, per scene and engine: per step and per simulated second."""
+    out = []
+    if len(solvers) < 2:
+        return out
+    base = solvers[0]
+    for r in results:
+        if r["solver"] == base:
+            continue
+        ref = [b for b in results if b["solver"] == base and b["scene"] == r["scene"] and b["engine"] == r["engine"]]
+        if not ref:
+            continue
+        b = ref[0]
+
+        def ratio(mode, key):
+            x, y = r[mode].get(key), b[mode].get(key)
+            return x / y if x and y else None
+
+        out.append({"scene": r["scene"], "engine": r["engine"], "solver": r["solver"], "baseline": base,
+                    "dt_ratio": r["dt"] / b["dt"],
+                    "steps_ratio_python": ratio("python", "median"), "steps_ratio_graph": ratio("graph", "median"),
+                    "sim_ratio_python": ratio("python", "sim_s_per_wall_s"),
+                    "sim_ratio_graph": ratio("graph", "sim_s_per_wall_s")})
+    return out
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenes", default="cloth,granular,soft", help="comma list of cloth, granular, soft")
     p.add_argument("--sizes", default="", help="one size per scene (64x64,32x32x32,16x16x4) or name=size")
-    p.add_argument("--solvers", default="semi_implicit", help="comma list of solver names")
+    p.add_argument("--solvers", default="semi_implicit",
+                   help="comma list of names in bench_scenes.SOLVERS (semi_implicit, xpbd)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=None, help="timed blocks per mode (median reported)")
     p.add_argument("--steps", type=int, default=None, help="steps per timed block (rounded up to even)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps after the first step")
     p.add_argument("--json", default=None, help="also write the JSON document here")
     p.add_argument("--no-newton", action="store_true", help="skip Newton even if it is installed")
+    p.add_argument("--newton-python", default=None,
+                   help="an interpreter where `import newton` works, used when it does not work in this one: "
+                        "the Newton rows then run there, one subprocess per scene and solver")
+    p.add_argument("--newton-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--no-graph", action="store_true", help="skip the graph-captured measurement")
     p.add_argument("--tiny", action="store_true", help="tiny sizes and few steps (smoke test)")
     p.add_argument("--cold", action="store_true", help="use an empty temporary kernel cache (measures compile)")
@@ -283,8 +340,70 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def newton_child(spec: dict) -> dict:
+    """One Newton row measured in this process (run.py --newton-child, under --newton-python)."""
+    from bench_newton import NewtonRunner, import_newton
+    from bench_scenes import SCENES
+
+    newton_mod, err = import_newton()
+    if newton_mod is None:
+        raise SystemExit(f"newton does not import here: {err}")
+    device = wp.get_device(spec["device"])
+    cache_dir = wp.config.kernel_cache_dir
+    cache_before = _cache_entries(cache_dir) if cache_dir else set()
+    t = _now()
+    runner = NewtonRunner(SCENES[spec["scene"]], spec["size"], device, spec["solver"])
+    row = {"build_s": _now() - t, "newton_version": newton_mod.__version__, "python_executable": sys.executable}
+    row.update(measure(runner, spec["steps"], spec["repeats"], spec["warmup"], cache_dir, graph=spec["graph"],
+                       cache_before=cache_before))
+    return row
+
+
+def run_newton_child(python: str, spec: dict, timeout: float = 3600.0):
+    """(row, None) or (None, error) from ``python run.py --newton-child SPEC``."""
+    cmd = [python, os.path.abspath(__file__), "--newton-child", json.dumps(spec)]
+    try:  # cwd: not the repository root, where benchmarks/ sits next to a stdlib-shadowing name
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        return None, f"timeout after {timeout:.0f} s"
+    if proc.returncode != 0:
+        return None, f"exit code {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]), None
+
+
+def find_newton(args):
+    """(mode, module-or-python, status): mode "inprocess", "subprocess" or None."""
+    if args.no_newton:
+        return None, None, "skipped (--no-newton)"
+    from bench_newton import import_newton
+
+    newton_mod, err = import_newton()
+    if newton_mod is not None:
+        return "inprocess", newton_mod, f"newton {newton_mod.__version__}"
+    if args.newton_python:
+        probe = "import newton, newton.solvers, warp; print(newton.__version__, warp.__version__)"
+        try:
+            proc = subprocess.run([args.newton_python, "-c", probe], capture_output=True, text=True, timeout=300,
+                                  cwd=HERE)
+            if proc.returncode == 0:
+                nv, wv = proc.stdout.split()[-2:]
+                return "subprocess", args.newton_python, f"newton {nv} (warp {wv}, {args.newton_python})"
+            err2 = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+        except Exception as e:
+            err2 = f"{type(e).__name__}: {e}"
+        return None, None, f"not available ({err}; {args.newton_python}: {err2})"
+    return None, None, f"not available ({err})"
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.newton_child:
+        wp.config.log_level = wp.LOG_WARNING
+        wp.init()
+        row = newton_child(json.loads(args.newton_child))
+        print(json.dumps(row))
+        return row
     tmp_cache = None
     if args.cold:
         tmp_cache = tempfile.mkdtemp(prefix="inertia-bench-cache-")
@@ -311,12 +430,9 @@ def main(argv=None) -> dict:
     device = wp.get_device(args.device)
     cache_dir = wp.config.kernel_cache_dir
 
-    newton_mod, newton_status = None, "skipped (--no-newton)"
-    if not args.no_newton:
-        from bench_newton import NEWTON_SOLVERS, NewtonRunner, import_newton
-
-        newton_mod, err = import_newton()
-        newton_status = f"newton {newton_mod.__version__}" if newton_mod else f"not available ({err})"
+    newton_mode, newton_mod, newton_status = find_newton(args)
+    if newton_mode is not None:
+        from bench_newton import NEWTON_SOLVERS, NewtonRunner
 
     doc = {
         "schema": SCHEMA,
@@ -327,18 +443,34 @@ def main(argv=None) -> dict:
         "results": [],
         "comparisons": [],
     }
-    if newton_mod is not None:
+    if newton_mode == "inprocess":
         doc["machine"]["newton"] = newton_mod.__version__
+    elif newton_mode == "subprocess":
+        doc["machine"]["newton"] = newton_status.split()[1]
+        doc["machine"]["newton_python"] = newton_mod
 
     for name in scenes:
         scene = SCENES[name]
         size = sizes.get(name, scene.tiny_size if args.tiny else scene.default_size)
         for solver in solvers:
             engines = [("inertia", InertiaRunner)]
-            if newton_mod is not None and solver in NEWTON_SOLVERS:
+            if newton_mode is not None and solver in NEWTON_SOLVERS:
                 engines.append(("newton", NewtonRunner))
             rows = {}
             for engine, cls in engines:
+                if engine == "newton" and newton_mode == "subprocess":
+                    spec = {"scene": name, "size": list(size), "solver": solver, "device": args.device,
+                            "steps": steps, "repeats": repeats, "warmup": warmup, "graph": not args.no_graph}
+                    res, err = run_newton_child(newton_mod, spec)
+                    if res is None:
+                        doc["comparisons"].append({"scene": name, "solver": solver, "error": err,
+                                                   "ratio_python": None, "ratio_graph": None})
+                        continue
+                    row = {"scene": name, "size": list(size), "solver": solver, "build_s": res.pop("build_s"),
+                           "settings": SOLVERS[solver].settings(name), **res}
+                    doc["results"].append(row)
+                    rows[engine] = row
+                    continue
                 cache_before = _cache_entries(cache_dir) if cache_dir else set()
                 t = _now()
                 try:
@@ -350,7 +482,8 @@ def main(argv=None) -> dict:
                                                "ratio_python": None, "ratio_graph": None})
                     continue
                 build_s = _now() - t
-                row = {"scene": name, "size": list(size), "solver": solver, "build_s": build_s}
+                row = {"scene": name, "size": list(size), "solver": solver, "build_s": build_s,
+                       "settings": SOLVERS[solver].settings(name)}
                 row.update(measure(runner, steps, repeats, warmup, cache_dir, graph=not args.no_graph,
                                    cache_before=cache_before))
                 if engine == "inertia":
@@ -373,6 +506,7 @@ def main(argv=None) -> dict:
                     "notes": theirs["notes"],
                 })
 
+    doc["solver_comparisons"] = solver_comparisons(doc["results"], solvers)
     if tmp_cache:
         shutil.rmtree(tmp_cache, ignore_errors=True)
     text = json.dumps(doc, indent=2)

@@ -5,6 +5,10 @@ particles, 2 x 16 = 32 triangles, 40 interior edges), 2 substeps per frame, sect
 steps (20 frames), section 2 at T = 10 and 40. Checks that every figure is finite and positive,
 that checkpointing is estimated to need less memory than one tape, and that the gradients are the
 same with and without checkpointing (the CPU backward pass is bitwise reproducible for every k).
+
+The same for the XPBD solver, shorter (it launches ~20x the kernels per step): ``--solver xpbd``
+with its stated cloth settings (dt = 1/600 s, 20 iterations, relaxation 1.5), section 1 at T = 20
+steps (10 frames), section 2 at T = 20 only. The two benchmark processes run at the same time.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import math
 import os
 import subprocess
 import sys
+
+import time
 
 import pytest
 
@@ -31,19 +37,51 @@ MEMORY_STEPS = [10, 40]
 RATIO_KS = [1, 4, 20]  # k = 1, round(sqrt(20)) = 4, 20 frames = one tape (the default k is one of these)
 
 
+# the XPBD run, worked out by hand
+XPBD_ARGS = ["--solver", "xpbd", "--ratio-steps", "20", "--memory-steps", "20"]
+XPBD_DT = 1.0 / 600.0
+XPBD_KWARGS = {"iterations": 20, "relaxation": 1.5}
+XPBD_STEPS, XPBD_FRAMES = 20, 10
+XPBD_KS = [1, 3, 10]  # k = 1, round(sqrt(10)) = 3, 10 frames = one tape (plus the default k if it is none of these)
+RADIUS = 0.04
+
+
 def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench_rollout") / "tiny.json"
-    proc = subprocess.run([sys.executable, BENCH, "--tiny", "--json", str(out)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, f"benchmarks/rollout.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(out) as f:
-        doc = json.load(f)
-    return doc, proc.stdout
+def runs(tmp_path_factory):
+    """Both tiny benchmark runs (semi-implicit, XPBD), started together; {name: (doc, stdout)}."""
+    tmp = tmp_path_factory.mktemp("bench_rollout")
+    procs = {}
+    for name, extra in (("semi_implicit", []), ("xpbd", XPBD_ARGS)):
+        out = tmp / f"tiny_{name}.json"
+        cmd = [sys.executable, BENCH, "--tiny", *extra, "--json", str(out)]
+        procs[name] = (subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                       out)
+    res, deadline = {}, time.monotonic() + 600
+    for name, (proc, out) in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p, _ in procs.values():
+                p.kill()
+            raise
+        assert proc.returncode == 0, f"benchmarks/rollout.py ({name}) failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+        with open(out) as f:
+            res[name] = (json.load(f), stdout)
+    return res
+
+
+@pytest.fixture(scope="module")
+def report(runs):
+    return runs["semi_implicit"]
+
+
+@pytest.fixture(scope="module")
+def xpbd_report(runs):
+    return runs["xpbd"]
 
 
 def test_document_and_counts(report):
@@ -153,3 +191,64 @@ def test_memory_figures(report):
     assert ck["estimate"]["total"] < none["estimate"]["total"]
     assert ck["estimate"]["segment"] < none["estimate"]["segment"]
     assert ck["estimate"]["checkpoints"] > none["estimate"]["checkpoints"]
+
+
+# ------------------------------------------------------------------ XPBD
+def test_xpbd_document(xpbd_report, report):
+    doc, stdout = xpbd_report
+    c = doc["config"]
+    assert c["solver"] == "xpbd" and c["solver_kwargs"] == XPBD_KWARGS
+    assert math.isclose(c["dt"], XPBD_DT, rel_tol=1e-12) and math.isclose(c["frame_dt"], SUBSTEPS * XPBD_DT,
+                                                                           rel_tol=1e-12)
+    assert c["ratio_steps"] == XPBD_STEPS and c["memory_steps"] == [XPBD_STEPS] and c["substeps"] == SUBSTEPS
+    assert doc["counts"] == report[0]["counts"] and doc["counts_match"] is True  # the same cloth
+    assert math.isclose(report[0]["config"]["dt"], 1.0 / 2400.0, rel_tol=1e-12)
+    assert "solver xpbd" in stdout and "dt = 1/600 s" in stdout
+    # section 3 never runs Newton next to XPBD (here newton is usually not installed at all)
+    assert doc["newton"].startswith("skipped") and doc["newton_results"] == []
+
+
+def test_xpbd_ratio_figures(xpbd_report):
+    doc, _ = xpbd_report
+    ra = doc["ratio"]
+    assert (ra["steps"], ra["frames"], ra["substeps"]) == (XPBD_STEPS, XPBD_FRAMES, SUBSTEPS)
+    assert math.isclose(ra["sim_time_s"], XPBD_STEPS * XPBD_DT, rel_tol=1e-12)
+    ks = [r["checkpoint_every"] for r in ra["configs"]]
+    assert ks == sorted(set(XPBD_KS) | {ra["default_k"]})
+    ref = ra["configs"][0]["grad"]
+    assert _positive(ref["q0_norm"]) and _positive(ref["qd0_norm"])
+    for r in ra["configs"]:
+        k = r["checkpoint_every"]
+        assert r["segments"] == -(-XPBD_FRAMES // k)
+        for key in ("forward", "backward"):
+            fig = r[f"{key}_s"]
+            assert _positive(fig["median"]) and fig["min"] <= fig["median"] <= fig["max"], (k, key, fig)
+            assert math.isclose(r[f"{key}_per_step_ms"], 1e3 * fig["median"] / XPBD_STEPS, rel_tol=1e-9)
+            # per simulated second: the per-step time / dt
+            assert math.isclose(r[f"{key}_s_per_sim_s"], fig["median"] / (XPBD_STEPS * XPBD_DT), rel_tol=1e-9)
+        assert _positive(r["ratio"]) and r["finite"] is True and r["grad"]["finite"] is True
+        assert r["grad_repeatable"] is True
+        assert r["grad"] == ref, k  # bitwise the same gradients for every k
+        # free fall would be below the ground by now (0.06 - 2 t - g t^2 / 2 = -1.2 cm): XPBD's hard contact
+        # holds the lowest particle at its radius
+        assert abs(r["min_height"] - RADIUS) < 2e-3, r["min_height"]
+
+
+def test_xpbd_memory_figures(xpbd_report, report):
+    doc, _ = xpbd_report
+    rows = doc["memory"]
+    assert [(m["steps"], m["mode"]) for m in rows] == [(XPBD_STEPS, "checkpointed"), (XPBD_STEPS, "none")]
+    for m in rows:
+        assert m["status"] == "ok", m
+        for key in ("measured", "forward_s", "backward_s"):
+            assert _positive(m[key]), (m["mode"], key, m[key])
+        assert m["grad"] == doc["ratio"]["configs"][0]["grad"]  # fresh processes: the same gradients
+    ck, none = rows
+    assert none["checkpoint_every"] == XPBD_FRAMES and 1 <= ck["checkpoint_every"] < XPBD_FRAMES
+    assert ck["estimate"]["total"] < none["estimate"]["total"]
+    # each recorded XPBD step keeps its iterates, corrections and multipliers (21 + 20 iterates of 25 particles
+    # and 21 x (32 triangles + 40 edges) multipliers, with gradients): per step of a segment over 10x what the
+    # semi-implicit solver keeps
+    semi = [m for m in report[0]["memory"] if m["mode"] == "none" and m["steps"] == 40][0]
+    per_step = none["estimate"]["segment"] / XPBD_STEPS
+    assert per_step > 10 * semi["estimate"]["segment"] / 40, (per_step, semi["estimate"]["segment"])

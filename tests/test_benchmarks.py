@@ -1,8 +1,10 @@
 """Smoke test of benchmarks/run.py: a tiny run must finish and report sane figures.
 
-Runs the benchmark in a subprocess (as a user would), reads the JSON it writes and checks that
-every figure is finite and positive and that each scene was built at the tiny size with the
-particle and element counts worked out here by hand.
+Runs the benchmark in a subprocess (as a user would) for both registered solvers (semi-implicit and
+XPBD), reads the JSON it writes and checks that every figure is finite and positive, that each
+scene was built at the tiny size with the particle and element counts worked out here by hand,
+and that each solver ran at the time step and settings it states (XPBD: 20 Jacobi iterations for
+cloth and soft, 10 for granular, at 4x the semi-implicit step).
 """
 
 from __future__ import annotations
@@ -26,6 +28,26 @@ EXPECTED = {
 }
 
 
+SOLVERS = ["semi_implicit", "xpbd"]
+# the step and solver settings each solver states per scene (bench_scenes.SOLVERS), written out by hand
+DT = {"semi_implicit": 1.0 / 2400.0, "xpbd": 1.0 / 600.0}
+XPBD_KWARGS = {"cloth": {"iterations": 20, "relaxation": 1.5}, "granular": {"iterations": 10, "relaxation": 1.0},
+               "soft": {"iterations": 20, "relaxation": 1.5}}
+# XPBD constraint kernels launched once per iteration in each scene (no springs in any scene)
+XPBD_PER_ITERATION = {
+    "cloth": ["solve_triangle_constraints_kernel", "solve_bending_constraints_kernel"],
+    "granular": [],
+    "soft": ["solve_tet_constraints_kernel"],
+}
+XPBD_ALWAYS = ["solve_shape_contacts_kernel", "solve_particle_contacts_kernel", "apply_corrections_kernel"]
+CASES = [(scene, solver) for scene in EXPECTED for solver in SOLVERS]
+
+
+def _row(doc, scene, solver):
+    (row,) = [r for r in doc["results"] if r["scene"] == scene and r["solver"] == solver]
+    return row
+
+
 def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
@@ -34,7 +56,7 @@ def _positive(x) -> bool:
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "tiny.json"
     proc = subprocess.run(
-        [sys.executable, RUN, "--tiny", "--no-newton", "--json", str(out)],
+        [sys.executable, RUN, "--tiny", "--no-newton", "--solvers", ",".join(SOLVERS), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, f"benchmarks/run.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -50,17 +72,20 @@ def test_document_shape(report):
     assert m["warp"] and m["device"] == "cpu" and m["cores_logical"] >= 1
     assert doc["newton"].startswith("skipped")
     assert doc["comparisons"] == []
-    assert [r["scene"] for r in doc["results"]] == list(EXPECTED)
+    assert doc["config"]["solvers"] == SOLVERS
+    assert [(r["scene"], r["solver"]) for r in doc["results"]] == CASES
     assert all(r["engine"] == "inertia" for r in doc["results"])
-    # the human table precedes the JSON on stdout, one row per scene
-    for name in EXPECTED:
-        assert any(line.startswith(name) for line in stdout.splitlines())
+    # the human table precedes the JSON on stdout, one row per scene and solver
+    lines = stdout.split("\n{", 1)[0].splitlines()
+    for name, solver in CASES:
+        size = "x".join(map(str, EXPECTED[name]["size"]))
+        assert sum(1 for line in lines if line.split()[:4] == [name, size, solver, "inertia"]) == 1, (name, solver)
 
 
-@pytest.mark.parametrize("scene", list(EXPECTED))
-def test_scene_counts(report, scene):
+@pytest.mark.parametrize("scene,solver", CASES)
+def test_scene_counts(report, scene, solver):
     doc, _ = report
-    (row,) = [r for r in doc["results"] if r["scene"] == scene]
+    row = _row(doc, scene, solver)
     exp = EXPECTED[scene]
     assert row["size"] == exp["size"]
     for key in ("particles", "triangles", "tets"):
@@ -68,11 +93,14 @@ def test_scene_counts(report, scene):
     assert row["counts_match"] is True
 
 
-@pytest.mark.parametrize("scene", list(EXPECTED))
-def test_scene_figures(report, scene):
+@pytest.mark.parametrize("scene,solver", CASES)
+def test_scene_figures(report, scene, solver):
     doc, _ = report
-    (row,) = [r for r in doc["results"] if r["scene"] == scene]
+    row = _row(doc, scene, solver)
     n = EXPECTED[scene]["particles"]
+    assert math.isclose(row["dt"], DT[solver], rel_tol=1e-12)
+    assert math.isclose(row["settings"]["dt"], DT[solver], rel_tol=1e-12)
+    assert row["settings"]["kwargs"] == (XPBD_KWARGS[scene] if solver == "xpbd" else {})
     for key in ("build_s", "first_step_s", "capture_s", "sim_time_s"):
         assert _positive(row[key]), (key, row[key])
     for mode in ("python", "graph"):
@@ -81,10 +109,46 @@ def test_scene_figures(report, scene):
         assert _positive(fig["median"]) and fig["min"] <= fig["median"] <= fig["max"]
         assert len(fig["samples"]) == doc["config"]["repeats"]
         assert math.isclose(fig["particle_steps_per_s"], fig["median"] * n, rel_tol=1e-9)
+        assert math.isclose(fig["sim_s_per_wall_s"], fig["median"] * DT[solver], rel_tol=1e-9)
     # every scene runs at least: two detection kernels, force reset, two contact kernels, integration
     assert row["launches_per_step"] >= 6
     assert sum(row["launches_by_kernel"].values()) == row["launches_per_step"]
     assert row["graph_ops_per_step"] >= row["launches_per_step"]
     assert row["finite"] is True
     assert row["steps_simulated"] > doc["config"]["steps_per_block"]
+    assert math.isclose(row["sim_time_s"], row["steps_simulated"] * DT[solver], rel_tol=1e-9)
     assert row["cache"] in ("warm", "cold")
+    # stable: nothing sank through the ground or blew up. Free fall from rest reaches < 1.5 m/s within these
+    # steps; XPBD resolves the granular block's initial jitter overlaps in one step (overlap / dt): ~3 m/s
+    assert 0.0 < row["final_max_speed"] < 5.0, row["final_max_speed"]
+    assert row["final_min_height"] > 0.0
+
+
+@pytest.mark.parametrize("scene", list(EXPECTED))
+def test_xpbd_runs_its_iterations(report, scene):
+    """One collide + XPBD step launches every constraint kernel once per iteration (and nothing twice)."""
+    doc, _ = report
+    row = _row(doc, scene, "xpbd")
+    k = XPBD_KWARGS[scene]["iterations"]
+    by = row["launches_by_kernel"]
+    per_iteration = XPBD_PER_ITERATION[scene] + XPBD_ALWAYS
+    for name in per_iteration:
+        assert by.get(name) == k, (name, by)
+    once = {n: c for n, c in by.items() if n not in per_iteration}
+    assert set(once.values()) == {1}, once  # detection, forces, predict, velocity update
+    assert row["launches_per_step"] == k * len(per_iteration) + len(once)
+    assert "integrate_particles_kernel" not in by and "predict_positions_kernel" in by
+
+
+@pytest.mark.parametrize("scene", list(EXPECTED))
+def test_solver_comparison_per_step_and_per_simulated_second(report, scene):
+    doc, stdout = report
+    (c,) = [c for c in doc["solver_comparisons"] if c["scene"] == scene]
+    assert (c["solver"], c["baseline"], c["engine"]) == ("xpbd", "semi_implicit", "inertia")
+    assert math.isclose(c["dt_ratio"], 4.0, rel_tol=1e-12)
+    ours, base = _row(doc, scene, "xpbd"), _row(doc, scene, "semi_implicit")
+    for mode in ("python", "graph"):
+        steps = ours[mode]["median"] / base[mode]["median"]
+        assert math.isclose(c[f"steps_ratio_{mode}"], steps, rel_tol=1e-9)
+        assert math.isclose(c[f"sim_ratio_{mode}"], 4.0 * steps, rel_tol=1e-9)  # 4x the step: 4x the time
+    assert f"{scene} inertia xpbd / semi_implicit" in stdout

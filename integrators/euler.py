@@ -12,6 +12,13 @@ import warp as wp
 from ..types import PARTICLE_FLAG_ACTIVE
 
 
+@wp.func
+def velocity_after(v0: wp.vec3, f: wp.vec3, w: float, gravity: wp.vec3, damping: float, dt: float):
+    """v + dt (f w + g - c v); kinematic particles (w = 0) ignore gravity and damping too."""
+    dynamic = wp.where(w > 0.0, 1.0, 0.0)
+    return v0 + dt * (f * w + dynamic * (gravity - damping * v0))
+
+
 @wp.kernel
 def integrate_particles_kernel(
     x: wp.array(dtype=wp.vec3),
@@ -32,9 +39,7 @@ def integrate_particles_kernel(
         x_out[tid] = x0
         v_out[tid] = v0
         return
-    w = inv_mass[tid]
-    dynamic = wp.where(w > 0.0, 1.0, 0.0)
-    v1 = v0 + dt * (f[tid] * w + dynamic * (gravity[0] - damping * v0))
+    v1 = velocity_after(v0, f[tid], inv_mass[tid], gravity[0], damping, dt)
     x_out[tid] = x0 + dt * v1
     v_out[tid] = v1
 

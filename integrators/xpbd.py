@@ -10,6 +10,7 @@ and gravity; inactive particles are copied unchanged.
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
+from .euler import velocity_after
 
 
 @wp.kernel
@@ -29,11 +30,8 @@ def predict_positions_kernel(
     if (flags[tid] & PARTICLE_FLAG_ACTIVE) == 0:
         x_pred[tid] = x0
         return
-    v0 = v[tid]
-    w = inv_mass[tid]
-    dynamic = wp.where(w > 0.0, 1.0, 0.0)
-    v1 = v0 + dt * (f[tid] * w + dynamic * (gravity[0] - damping * v0))
-    x_pred[tid] = x0 + dt * v1
+    # the same velocity as symplectic Euler's, so both solvers mean the same by forces, gravity, damping
+    x_pred[tid] = x0 + dt * velocity_after(v[tid], f[tid], inv_mass[tid], gravity[0], damping, dt)
 
 
 @wp.kernel

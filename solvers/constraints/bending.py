@@ -7,6 +7,7 @@ is (1 / 2 alpha) C^2. Damping gamma = alpha ``edge_kd`` / dt.
 
 import warp as wp
 
+from ..forces.bending import dihedral_angle_gradient
 from .tetrahedra import damped_multiplier_step
 
 
@@ -34,24 +35,9 @@ def solve_bending_constraints_kernel(
     x3 = x[k]
     x4 = x[l]
     lam = lambda_in[t]
-    n1 = wp.cross(x3 - x1, x4 - x1)
-    n2 = wp.cross(x4 - x2, x3 - x2)
-    e = x4 - x3
-    n1_sq = wp.dot(n1, n1)
-    n2_sq = wp.dot(n2, n2)
-    e_len = wp.length(e)
+    theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x1, x2, x3, x4)
     dlam = float(0.0)
-    if n1_sq > 1.0e-20 and n2_sq > 1.0e-20 and e_len > 1.0e-10:  # a collapsed wing has no angle
-        e_hat = e / e_len
-        n1_hat = n1 / wp.sqrt(n1_sq)
-        n2_hat = n2 / wp.sqrt(n2_sq)
-        theta = wp.atan2(wp.dot(wp.cross(n1_hat, n2_hat), e_hat), wp.dot(n1_hat, n2_hat))
-        a1 = n1 / n1_sq
-        a2 = n2 / n2_sq
-        d1 = -e_len * a1
-        d2 = -e_len * a2
-        d3 = -(wp.dot(x1 - x4, e_hat) * a1 + wp.dot(x2 - x4, e_hat) * a2)
-        d4 = wp.dot(x1 - x3, e_hat) * a1 + wp.dot(x2 - x3, e_hat) * a2
+    if ok != 0.0:  # a collapsed wing has no angle
         w1 = inv_mass[i]
         w2 = inv_mass[j]
         w3 = inv_mass[k]

@@ -8,6 +8,39 @@ two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
 import warp as wp
 
 
+@wp.func
+def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
+    """theta across edge (x3, x4) and d theta / d x1..x4; ``ok`` is 0 when a wing is collapsed (no angle).
+
+    Shared by the SemiImplicitSolver's bending force and the XPBDSolver's bending constraint.
+    """
+    n1 = wp.cross(x3 - x1, x4 - x1)
+    n2 = wp.cross(x4 - x2, x3 - x2)
+    e = x4 - x3
+    n1_sq = wp.dot(n1, n1)
+    n2_sq = wp.dot(n2, n2)
+    e_len = wp.length(e)
+    theta = float(0.0)
+    d1 = wp.vec3(0.0)
+    d2 = wp.vec3(0.0)
+    d3 = wp.vec3(0.0)
+    d4 = wp.vec3(0.0)
+    ok = float(0.0)
+    if n1_sq > 1.0e-20 and n2_sq > 1.0e-20 and e_len > 1.0e-10:
+        e_hat = e / e_len
+        n1_hat = n1 / wp.sqrt(n1_sq)
+        n2_hat = n2 / wp.sqrt(n2_sq)
+        theta = wp.atan2(wp.dot(wp.cross(n1_hat, n2_hat), e_hat), wp.dot(n1_hat, n2_hat))
+        a1 = n1 / n1_sq
+        a2 = n2 / n2_sq
+        d1 = -e_len * a1
+        d2 = -e_len * a2
+        d3 = -(wp.dot(x1 - x4, e_hat) * a1 + wp.dot(x2 - x4, e_hat) * a2)
+        d4 = wp.dot(x1 - x3, e_hat) * a1 + wp.dot(x2 - x3, e_hat) * a2
+        ok = 1.0
+    return theta, d1, d2, d3, d4, ok
+
+
 @wp.kernel
 def bending_forces_kernel(
     x: wp.array(dtype=wp.vec3),
@@ -22,30 +55,9 @@ def bending_forces_kernel(
     j = indices[t, 1]
     k = indices[t, 2]
     l = indices[t, 3]
-    x1 = x[i]
-    x2 = x[j]
-    x3 = x[k]
-    x4 = x[l]
-    n1 = wp.cross(x3 - x1, x4 - x1)
-    n2 = wp.cross(x4 - x2, x3 - x2)
-    e = x4 - x3
-    n1_sq = wp.dot(n1, n1)
-    n2_sq = wp.dot(n2, n2)
-    e_len = wp.length(e)
-    if n1_sq < 1.0e-20 or n2_sq < 1.0e-20 or e_len < 1.0e-10:
+    theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x[i], x[j], x[k], x[l])
+    if ok == 0.0:
         return  # a collapsed wing has no defined angle
-    e_hat = e / e_len
-    n1_hat = n1 / wp.sqrt(n1_sq)
-    n2_hat = n2 / wp.sqrt(n2_sq)
-    theta = wp.atan2(wp.dot(wp.cross(n1_hat, n2_hat), e_hat), wp.dot(n1_hat, n2_hat))
-
-    a1 = n1 / n1_sq
-    a2 = n2 / n2_sq
-    d1 = -e_len * a1
-    d2 = -e_len * a2
-    d3 = -(wp.dot(x1 - x4, e_hat) * a1 + wp.dot(x2 - x4, e_hat) * a2)
-    d4 = wp.dot(x1 - x3, e_hat) * a1 + wp.dot(x2 - x3, e_hat) * a2
-
     rate = wp.dot(d1, v[i]) + wp.dot(d2, v[j]) + wp.dot(d3, v[k]) + wp.dot(d4, v[l])
     s = -(properties[t, 0] * (theta - rest_angle[t]) + properties[t, 1] * rate)
     wp.atomic_add(f, i, d1 * s)

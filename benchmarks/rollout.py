@@ -176,12 +176,13 @@ def mem_available() -> int | None:
 class InertiaCase:
     """One scene + solver; runs ``Rollout`` forward/backward with a given horizon and k."""
 
-    def __init__(self, n: int, height: float, solver: str, substeps: int, device="cpu"):
+    def __init__(self, n: int, height: float, solver: str, substeps: int, device="cpu", capture: bool = True):
         import inertia
         import torch
 
         self.inertia, self.torch = inertia, torch
         self.n, self.solver_name, self.substeps = n, solver, substeps
+        self.capture = capture  # Rollout's graph replay (--no-capture measures the plain Python launches)
         self.dt = solver_dt(solver)
         self.model = build_inertia(n, height, device)
         self.solver = make_solver(solver, self.model)
@@ -191,7 +192,7 @@ class InertiaCase:
 
     def rollout(self, frames: int, k):
         return self.inertia.Rollout(self.model, self.solver, frames, self.substeps * self.dt, substeps=self.substeps,
-                                    checkpoint_every=k, output="final")
+                                    checkpoint_every=k, output="final", capture=self.capture)
 
     def run(self, r) -> dict:
         """Forward + backward once; wall times and a checksum of the gradients."""
@@ -290,7 +291,8 @@ def child_inertia(spec: dict) -> dict:
     """One memory measurement in a fresh process (see the module docstring, 2.)."""
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
-    case = InertiaCase(spec["size"], spec["height"], spec["solver"], spec["substeps"], spec.get("device", "cpu"))
+    case = InertiaCase(spec["size"], spec["height"], spec["solver"], spec["substeps"], spec.get("device", "cpu"),
+                       spec.get("capture", True))
     frames = spec["steps"] // spec["substeps"]
     warm = case.rollout(1, None)
     case.run(warm)  # load every kernel before the baseline
@@ -428,7 +430,7 @@ def measure_memory(args, cfg, ratio, device) -> list:
     if ratio and ratio["configs"]:
         c = max(ratio["configs"], key=lambda c: c["checkpoint_every"])
         per_step = (c["forward_per_step_ms"] + c["backward_per_step_ms"]) / 1e3
-    case = InertiaCase(cfg["size"], cfg["height"], args.solver, cfg["substeps"], device)
+    case = InertiaCase(cfg["size"], cfg["height"], args.solver, cfg["substeps"], device, not args.no_capture)
     avail = mem_available()
     for steps in cfg["memory_steps"]:
         frames = steps // cfg["substeps"]
@@ -447,7 +449,8 @@ def measure_memory(args, cfg, ratio, device) -> list:
                 row["status"] = (f"not run: expected {row['expected_wall_s']:.0f} s (from section 1's per-step "
                                  f"times) > --child-timeout {args.child_timeout:.0f} s")
             else:
-                spec = {"kind": "inertia", "size": cfg["size"], "height": cfg["height"], "solver": args.solver,
+                spec = {"kind": "inertia", "capture": not args.no_capture, "size": cfg["size"], "height": cfg["height"],
+                        "solver": args.solver,
                         "substeps": cfg["substeps"], "steps": steps, "k": k, "device": args.device}
                 todo.append((row, spec))
             rows.append(row)
@@ -607,6 +610,8 @@ def parse_args(argv=None):
     p.add_argument("--newton-python", default=None, help="an interpreter where `import newton` works")
     p.add_argument("--no-newton", action="store_true", help="skip section 3")
     p.add_argument("--no-memory", action="store_true", help="skip section 2")
+    p.add_argument("--no-capture", action="store_true",
+                   help="Rollout(capture=False): every launch from Python (the cost graph replay saves)")
     p.add_argument("--json", default=None, help="also write the JSON document here")
     p.add_argument("--quiet", action="store_true", help="print only the JSON document")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -644,7 +649,7 @@ def main(argv=None) -> dict:
         args.jobs = 2 if args.tiny else 1
 
     t_all = time.perf_counter()
-    case = InertiaCase(cfg["size"], cfg["height"], args.solver, cfg["substeps"], device)
+    case = InertiaCase(cfg["size"], cfg["height"], args.solver, cfg["substeps"], device, not args.no_capture)
     doc = {
         "schema": SCHEMA,
         "machine": machine_info(device),

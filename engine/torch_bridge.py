@@ -98,6 +98,11 @@ def run_rollout(rollout, q0=None, qd0=None, particle_f=None, params=None):
                 _param_shape(model, warp_name)))
             continue
         value = _as_input(f"params[{name!r}]", params[name], _param_shape(model, name), dev)
+        if name == "particle_radius" and bool((value > model.particle_max_radius).any()):
+            # collision detection sizes its search (hash-grid cells, query radius) from finalize()'s radii
+            raise ValueError(f"params['particle_radius'] exceeds the largest radius the model was built with "
+                             f"({model.particle_max_radius} m): contacts would be missed; build the model with the "
+                             "largest radius you will use")
         if name == "particle_inv_mass" and bool((value < 0).any()):
             raise ValueError("params['particle_inv_mass'] has negative entries (0 means kinematic)")
         if name == "particle_mass":

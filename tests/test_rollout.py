@@ -436,6 +436,9 @@ def test_bad_inputs_are_refused_clearly():
         make_rollout(model, params=("particle_colour",))
     with pytest.raises(ValueError, match="frame_dt"):
         inertia.Rollout(model, inertia.SemiImplicitSolver(model), 4, 0.0)
+    with pytest.raises(ValueError, match="largest radius"):
+        make_rollout(model, params=("particle_radius",))(q0, qd0, params={
+            "particle_radius": torch.tensor([0.05, 0.2, 0.05])})
     with pytest.raises(ValueError, match="not both"):
         make_rollout(model, params=("particle_mass", "particle_inv_mass"))
     with pytest.raises(ValueError, match="negative"):

@@ -10,6 +10,7 @@
 from .builder import ModelBuilder
 from .contacts import ContactOverflowError, Contacts
 from .diagnostics import NonFiniteError
+from .kinematics import eval_fk, eval_ik
 from .materials import lame_from_young
 from .model import Model
 from .rollout import DIFFERENTIABLE_PARAMS, Rollout
@@ -44,5 +45,7 @@ __all__ = [
     "DIFFERENTIABLE_PARAMS",
     "TapeReuseError",
     "lame_from_young",
+    "eval_fk",
+    "eval_ik",
     "UsdRecorder",
 ]

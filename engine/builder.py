@@ -7,54 +7,23 @@ index or a NaN is reported where it was written, not a thousand steps later.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import warp as wp
 
+from .builder_bodies import BodyBuilderMixin
+from .builder_checks import finite as _finite
+from .builder_checks import vec3 as _vec3
 from .builder_grids import GridBuilderMixin
+from .builder_shapes import ShapeBuilderMixin
 from .geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
-from .types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE, PARTICLE_FLAG_ACTIVE, axis_index
+from .types import PARTICLE_FLAG_ACTIVE, axis_index
 
 
-def _vec3(value, name: str) -> tuple:
-    try:
-        v = tuple(float(x) for x in value)
-    except TypeError:
-        raise TypeError(f"{name} must be a 3-vector, got {value!r}") from None
-    if len(v) != 3:
-        raise ValueError(f"{name} must have 3 components, got {len(v)}")
-    if not all(math.isfinite(x) for x in v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    return v
+class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin):
+    """Builds a :class:`inertia.Model` from particles, elements, rigid bodies, joints and shapes.
 
-
-def _finite(value, name: str, minimum: float | None = None, strict: bool = False) -> float:
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if minimum is not None and (v <= minimum if strict else v < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {v}")
-    return v
-
-
-def _transform(xform) -> wp.transform:
-    if xform is None:
-        return wp.transform_identity()
-    if isinstance(xform, wp.transform):
-        p, q = xform.p, xform.q
-    else:
-        p, q = xform
-    p = _vec3(p, "xform position")
-    q = tuple(float(x) for x in q)
-    n = math.sqrt(sum(x * x for x in q))
-    if len(q) != 4 or not math.isfinite(n) or n < 1e-9:
-        raise ValueError(f"xform rotation must be a non-zero quaternion (x, y, z, w), got {q}")
-    return wp.transform(wp.vec3(*p), wp.quat(*(x / n for x in q)))
-
-
-class ModelBuilder(GridBuilderMixin):
-    """Builds a :class:`inertia.Model` from particles, elements and shapes.
+    Particles and elements are added here; grids in ``builder_grids``, shapes in
+    ``builder_shapes``, bodies and joints in ``builder_bodies`` (their docstrings
+    give the conventions: frames, units, joint coordinates).
 
     Args:
         up_axis: "x", "y" or "z" (default "z").
@@ -66,9 +35,6 @@ class ModelBuilder(GridBuilderMixin):
     default_particle_radius = 0.05
     default_spring_ke = 1.0e3
     default_spring_kd = 1.0
-    default_shape_ke = 1.0e4
-    default_shape_kd = 10.0
-    default_shape_mu = 0.5
 
     def __init__(self, up_axis="z", gravity=-9.81):
         self.up_axis = axis_index(up_axis)
@@ -93,6 +59,7 @@ class ModelBuilder(GridBuilderMixin):
         # penetration depth by h * softplus(depth / h), so contact force (and its gradient) fades in
         # smoothly from SMOOTH_CONTACT_REACH * h outside contact (see inertia.solvers.forces.contact)
         self.contact_smoothing = 0.0
+        self.rigid_contact_margin = 0.01  # shape-shape contacts are kept this far apart [m] (detection margin)
 
         self.current_world = 0
         self.num_worlds = 1
@@ -107,9 +74,8 @@ class ModelBuilder(GridBuilderMixin):
         self.edge_indices, self.edge_rest_angle, self.edge_bending_properties = [], [], []
         self.tet_indices, self.tet_poses, self.tet_volumes, self.tet_materials = [], [], [], []
 
-        self.shape_type, self.shape_body, self.shape_transform, self.shape_scale = [], [], [], []
-        self.shape_material_ke, self.shape_material_kd, self.shape_material_mu = [], [], []
-        self.shape_world, self.shape_mesh, self.shape_label = [], [], []
+        self._init_bodies()
+        self._init_shapes()
 
     # ------------------------------------------------------------------ particles
     @property
@@ -239,76 +205,6 @@ class ModelBuilder(GridBuilderMixin):
         self.tet_volumes.append(volume)
         self.tet_materials.append(mat)
         return len(self.tet_volumes) - 1
-
-    # ------------------------------------------------------------------ shapes
-    def _add_shape(self, body, geo_type, xform, scale, ke, kd, mu, mesh=None, label=None) -> int:
-        if body != -1:
-            raise NotImplementedError(
-                "shapes on rigid bodies are not supported yet: pass body=-1 for a static collider"
-            )
-        self.shape_type.append(int(geo_type))
-        self.shape_body.append(-1)
-        self.shape_transform.append(_transform(xform))
-        self.shape_scale.append(scale)
-        self.shape_material_ke.append(_finite(self.default_shape_ke if ke is None else ke, "shape ke", minimum=0.0))
-        self.shape_material_kd.append(_finite(self.default_shape_kd if kd is None else kd, "shape kd", minimum=0.0))
-        self.shape_material_mu.append(_finite(self.default_shape_mu if mu is None else mu, "shape mu", minimum=0.0))
-        self.shape_world.append(-1)
-        self.shape_mesh.append(mesh)
-        self.shape_label.append(label or f"shape_{len(self.shape_type) - 1}")
-        return len(self.shape_type) - 1
-
-    def add_ground_plane(self, height=0.0, ke=None, kd=None, mu=None) -> int:
-        """Add an infinite static ground plane normal to the up axis at ``height`` [m]."""
-        height = _finite(height, "ground height")
-        up = np.array(self.up_vector)
-        # the plane's local frame has its normal along +Z: rotate +Z onto the up axis
-        q = wp.quat_between_vectors(wp.vec3(0.0, 0.0, 1.0), wp.vec3(*up))
-        return self._add_shape(-1, GEO_PLANE, (tuple(up * height), tuple(q)), (0.0, 0.0, 0.0), ke, kd, mu, label="ground")
-
-    def add_shape_sphere(self, body=-1, xform=None, radius=1.0, ke=None, kd=None, mu=None, label=None) -> int:
-        """Add a static sphere of ``radius`` [m] centred at ``xform``'s position."""
-        r = _finite(radius, "sphere radius", minimum=0.0, strict=True)
-        return self._add_shape(body, GEO_SPHERE, xform, (r, 0.0, 0.0), ke, kd, mu, label=label)
-
-    def add_shape_box(self, body=-1, xform=None, hx=0.5, hy=0.5, hz=0.5, ke=None, kd=None, mu=None, label=None) -> int:
-        """Add a static box with half extents (hx, hy, hz) [m] in its local frame."""
-        h = tuple(_finite(v, "box half extent", minimum=0.0, strict=True) for v in (hx, hy, hz))
-        return self._add_shape(body, GEO_BOX, xform, h, ke, kd, mu, label=label)
-
-    def add_shape_capsule(
-        self, body=-1, xform=None, radius=0.1, half_height=0.5, ke=None, kd=None, mu=None, label=None
-    ) -> int:
-        """Add a static capsule: a segment of half length ``half_height`` [m] along local Z, swept by ``radius`` [m]."""
-        r = _finite(radius, "capsule radius", minimum=0.0, strict=True)
-        hh = _finite(half_height, "capsule half_height", minimum=0.0)
-        return self._add_shape(body, GEO_CAPSULE, xform, (r, hh, 0.0), ke, kd, mu, label=label)
-
-    def add_shape_mesh(
-        self, body=-1, xform=None, vertices=None, indices=None, scale=(1.0, 1.0, 1.0), ke=None, kd=None, mu=None,
-        label=None,
-    ) -> int:
-        """Add a static triangle mesh collider.
-
-        Args:
-            vertices: (n, 3) vertex positions [m] in the shape frame.
-            indices: (m, 3) or flat (3m,) triangle vertex indices, counter-clockwise
-                seen from outside (the mesh should be closed for inside/outside tests).
-            scale: per-axis scale applied to the vertices.
-        """
-        v = np.asarray(vertices, dtype=np.float64)
-        f = np.asarray(indices, dtype=np.int64).reshape(-1)
-        if v.ndim != 2 or v.shape[1] != 3 or len(v) < 3:
-            raise ValueError(f"mesh vertices must have shape (n >= 3, 3), got {v.shape}")
-        if not np.isfinite(v).all():
-            raise ValueError("mesh vertices contain NaN or inf")
-        if len(f) == 0 or len(f) % 3:
-            raise ValueError(f"mesh indices must describe whole triangles, got {len(f)} indices")
-        if f.min() < 0 or f.max() >= len(v):
-            raise IndexError(f"mesh index out of range [0, {len(v)}): min {f.min()}, max {f.max()}")
-        s = _vec3(scale, "mesh scale")
-        mesh = (v * np.array(s), f.astype(np.int32))
-        return self._add_shape(body, GEO_MESH, xform, s, ke, kd, mu, mesh=mesh, label=label)
 
     # ------------------------------------------------------------------ finalize
     def finalize(self, device=None, requires_grad: bool = False):

@@ -19,10 +19,23 @@ import warp as wp
 def record_peak_counts(
     soft_count: wp.array(dtype=wp.int32),
     pair_count: wp.array(dtype=wp.int32),
+    rigid_pair_count: wp.array(dtype=wp.int32),
+    rigid_contact_count: wp.array(dtype=wp.int32),
     peak: wp.array(dtype=wp.int32),
 ):
     wp.atomic_max(peak, 0, soft_count[0])
     wp.atomic_max(peak, 1, pair_count[0])
+    wp.atomic_max(peak, 2, rigid_pair_count[0])
+    wp.atomic_max(peak, 3, rigid_contact_count[0])
+
+
+# (counter name, capacity name, what the user reads in messages, the model.contacts() argument to raise)
+_BUFFERS = (
+    ("soft_contacts", "soft_contact_max", "particle-shape contacts", "soft_contact_max"),
+    ("particle_pairs", "particle_pair_max", "particle-particle pairs", "particle_pair_max"),
+    ("rigid_pairs", "rigid_pair_max", "shape-shape candidate pairs (broad phase)", "rigid_pair_max"),
+    ("rigid_contacts", "rigid_contact_max", "shape-shape contact points", "rigid_contact_max"),
+)
 
 
 class ContactOverflowError(RuntimeError):
@@ -42,24 +55,50 @@ class Contacts:
         particle_pair_count: ``wp.array(int32, 1)``.
         particle_pair: ``wp.array(dtype=wp.vec2i)``.
 
+    Shape-shape candidate pairs (broad phase; each unordered pair once):
+        rigid_pair_max, rigid_pair_count, rigid_pair (``wp.vec2i`` of shape indices).
+
+    Shape-shape contact points (narrow phase):
+        rigid_contact_max, rigid_contact_count (as above).
+        rigid_contact_shape0, rigid_contact_shape1: ``wp.array(int32)``.
+        rigid_contact_point0: ``wp.array(vec3)``, a point fixed on shape 0, in the
+            frame of shape 0's body (in world when shape 0 is static).
+        rigid_contact_thickness0: ``wp.array(float)`` [m], the radius swept about
+            that point (a sphere's or capsule's radius; 0 for box and mesh vertices).
+        A contact says: the sphere of radius thickness0 about point0 touches (or
+        is within ``model.rigid_contact_margin`` of) shape 1. Solvers evaluate shape
+        1's signed distance at the point's current world position each time they
+        need it, so depth and normal follow both bodies' current poses.
+
     The force kernels recompute distances and normals from the current
     positions, so the contact forces (and their gradients) follow the geometry
     exactly; collision detection only decides which pairs to look at.
     """
 
-    def __init__(self, soft_contact_max: int, particle_pair_max: int, device=None, grid_dim: int = 64):
+    def __init__(self, soft_contact_max: int, particle_pair_max: int, device=None, grid_dim: int = 64,
+                 rigid_pair_max: int = 0, rigid_contact_max: int = 0):
         self.device = wp.get_device(device)
         self.soft_contact_max = int(soft_contact_max)
         self.particle_pair_max = int(particle_pair_max)
+        self.rigid_pair_max = int(rigid_pair_max)
+        self.rigid_contact_max = int(rigid_contact_max)
         with wp.ScopedDevice(self.device):
             self.soft_contact_count = wp.zeros(1, dtype=wp.int32)
             self.soft_contact_particle = wp.full(max(1, self.soft_contact_max), -1, dtype=wp.int32)
             self.soft_contact_shape = wp.full(max(1, self.soft_contact_max), -1, dtype=wp.int32)
             self.particle_pair_count = wp.zeros(1, dtype=wp.int32)
             self.particle_pair = wp.zeros(max(1, self.particle_pair_max), dtype=wp.vec2i)
-            # largest (soft, pair) counts requested since reset_peak(): an overflow in any step of a
-            # long run stays visible without a host read per step
-            self.peak_counts = wp.zeros(2, dtype=wp.int32)
+            self.rigid_pair_count = wp.zeros(1, dtype=wp.int32)
+            self.rigid_pair = wp.zeros(max(1, self.rigid_pair_max), dtype=wp.vec2i)
+            nc = max(1, self.rigid_contact_max)
+            self.rigid_contact_count = wp.zeros(1, dtype=wp.int32)
+            self.rigid_contact_shape0 = wp.full(nc, -1, dtype=wp.int32)
+            self.rigid_contact_shape1 = wp.full(nc, -1, dtype=wp.int32)
+            self.rigid_contact_point0 = wp.zeros(nc, dtype=wp.vec3)
+            self.rigid_contact_thickness0 = wp.zeros(nc, dtype=float)
+            # largest (soft, pair, rigid pair, rigid contact) counts requested since reset_peak(): an
+            # overflow in any step of a long run stays visible without a host read per step
+            self.peak_counts = wp.zeros(4, dtype=wp.int32)
         # Hash grid for particle-particle broad phase; created lazily by collide()
         # (once) so that models without particle contact pay nothing.
         self.grid_dim = int(grid_dim)
@@ -68,10 +107,14 @@ class Contacts:
     def clear(self) -> None:
         self.soft_contact_count.zero_()
         self.particle_pair_count.zero_()
+        self.rigid_pair_count.zero_()
+        self.rigid_contact_count.zero_()
 
     def record_peak(self) -> None:
         """Fold this step's counters into ``peak_counts`` (a kernel: no host sync; collide() calls it)."""
-        wp.launch(record_peak_counts, dim=1, inputs=[self.soft_contact_count, self.particle_pair_count],
+        wp.launch(record_peak_counts, dim=1,
+                  inputs=[self.soft_contact_count, self.particle_pair_count, self.rigid_pair_count,
+                          self.rigid_contact_count],
                   outputs=[self.peak_counts], device=self.device)
 
     def reset_peak(self) -> None:
@@ -84,24 +127,20 @@ class Contacts:
         instead of the last one's.
         """
         if since_reset:
-            soft, pairs = (int(x) for x in self.peak_counts.numpy())
+            values = [int(x) for x in self.peak_counts.numpy()]
         else:
-            soft = int(self.soft_contact_count.numpy()[0])
-            pairs = int(self.particle_pair_count.numpy()[0])
-        return {
-            "soft_contacts": soft,
-            "soft_contact_max": self.soft_contact_max,
-            "particle_pairs": pairs,
-            "particle_pair_max": self.particle_pair_max,
-        }
+            values = [int(a.numpy()[0]) for a in (self.soft_contact_count, self.particle_pair_count,
+                                                  self.rigid_pair_count, self.rigid_contact_count)]
+        out = {}
+        for (count, cap, _, _), v in zip(_BUFFERS, values):
+            out[count] = v
+            out[cap] = getattr(self, cap)
+        return out
 
     def overflow(self, since_reset: bool = False) -> dict:
         """Contacts dropped per buffer in the last ``collide()`` (or the worst step since :meth:`reset_peak`)."""
         c = self.counts(since_reset)
-        return {
-            "soft_contacts": max(0, c["soft_contacts"] - c["soft_contact_max"]),
-            "particle_pairs": max(0, c["particle_pairs"] - c["particle_pair_max"]),
-        }
+        return {count: max(0, c[count] - c[cap]) for count, cap, _, _ in _BUFFERS}
 
     def check_overflow(self, raise_error: bool = False, since_reset: bool = False) -> bool:
         """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did.
@@ -112,15 +151,13 @@ class Contacts:
         if not any(over.values()):
             return False
         c = self.counts(since_reset)
-        parts = []
-        if over["soft_contacts"]:
-            parts.append(f"particle-shape contacts: {c['soft_contacts']} requested, capacity {c['soft_contact_max']}")
-        if over["particle_pairs"]:
-            parts.append(f"particle-particle pairs: {c['particle_pairs']} requested, capacity {c['particle_pair_max']}")
+        parts = [f"{what}: {c[count]} requested, capacity {c[cap]}" for count, cap, what, _ in _BUFFERS
+                 if over[count]]
+        args = " / ".join(arg for count, _, _, arg in _BUFFERS if over[count])
         msg = (
             "contact buffer overflow (" + "; ".join(parts) + "): the excess contacts were ignored "
             + ("in at least one step. " if since_reset else "this step. ") +
-            "Pass a larger soft_contact_max / particle_pair_max to model.contacts()."
+            f"Pass a larger {args} to model.contacts()."
         )
         if raise_error:
             raise ContactOverflowError(msg)
@@ -136,3 +173,18 @@ class Contacts:
         """(n, 2) array of particle index pairs kept this step (host copy)."""
         n = min(int(self.particle_pair_count.numpy()[0]), self.particle_pair_max)
         return self.particle_pair.numpy()[:n].reshape(-1, 2)
+
+    def rigid_pairs(self) -> np.ndarray:
+        """(n, 2) array of shape index pairs the broad phase kept this step (host copy)."""
+        n = min(int(self.rigid_pair_count.numpy()[0]), self.rigid_pair_max)
+        return self.rigid_pair.numpy()[:n].reshape(-1, 2)
+
+    def rigid_contacts(self) -> dict:
+        """The shape-shape contact points kept this step as NumPy arrays (host copy)."""
+        n = min(int(self.rigid_contact_count.numpy()[0]), self.rigid_contact_max)
+        return {
+            "shape0": self.rigid_contact_shape0.numpy()[:n],
+            "shape1": self.rigid_contact_shape1.numpy()[:n],
+            "point0": self.rigid_contact_point0.numpy()[:n],
+            "thickness0": self.rigid_contact_thickness0.numpy()[:n],
+        }

@@ -14,7 +14,8 @@ import numpy as np
 import warp as wp
 
 from .contacts import Contacts
-from .types import SMOOTH_CONTACT_REACH
+from .model_rigid import add_rigid_arrays
+from .types import GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
 from .state import Control, State
 from .tape_guard import recording_tape as _recording_tape
 
@@ -105,14 +106,32 @@ class Model:
     ``tet_poses`` (inverse rest 3x3), ``tet_volumes`` [m^3], ``tet_materials`` (n, 3)
     = (k_mu, k_lambda, k_damp).
 
-    Shapes (static colliders, ``body == -1``): ``shape_type`` (see ``inertia.types``),
-    ``shape_transform`` (world), ``shape_scale``, ``shape_source_ptr`` (``wp.Mesh`` ids),
-    ``shape_material_ke`` [N/m], ``shape_material_kd`` [N s/m], ``shape_material_mu``.
+    Shapes: ``shape_type`` (see ``inertia.types``), ``shape_body`` (-1: static),
+    ``shape_transform`` (in the body frame; world for static shapes), ``shape_scale``,
+    ``shape_source_ptr`` (``wp.Mesh`` ids), ``shape_material_ke`` [N/m],
+    ``shape_material_kd`` [N s/m], ``shape_material_mu``, ``shape_material_restitution``,
+    ``shape_collision_group`` / ``shape_collision_mask`` (bits), ``shape_flags``,
+    ``shape_radius`` (bounding sphere about the shape origin [m]; 0 for planes), ``shape_world``.
+
+    Bodies (conventions in ``inertia.builder_bodies``): ``body_q`` (initial poses,
+    ``wp.transform``), ``body_qd`` (initial (v_com, omega), world), ``body_com`` [m],
+    ``body_mass`` [kg], ``body_inv_mass`` (0: kinematic), ``body_inertia`` /
+    ``body_inv_inertia`` (about the com, body frame), ``body_world``,
+    ``body_exclusion_offsets`` / ``body_exclusions`` (CSR: bodies that never collide).
+
+    Joints: ``joint_type``, ``joint_parent`` (-1: world), ``joint_child``, ``joint_X_p`` /
+    ``joint_X_c`` (joint frame in parent / child body frame), ``joint_axis`` (joint frame),
+    ``joint_q_start`` / ``joint_qd_start`` (offsets into State.joint_q / joint_qd, one past
+    the end last), per degree of freedom ``joint_limit_lower`` / ``_upper`` / ``_ke`` / ``_kd``
+    and drive gains ``joint_target_ke`` / ``joint_target_kd``; ``joint_fk_order`` (joints
+    parent-before-child, per tree) with ``articulation_start``; ``joint_attach_ke`` /
+    ``joint_attach_kd`` (SemiImplicitSolver joint springs).
 
     Scalars: ``gravity`` (``wp.array`` of one vec3 [m/s^2], differentiable),
     ``particle_ke``, ``particle_kd``, ``particle_mu`` (particle-particle contact),
     ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m],
-    ``contact_smoothing`` [m] (0: plain penalty contact; see ``inertia.solvers.forces.contact``).
+    ``contact_smoothing`` [m] (0: plain penalty contact; see ``inertia.solvers.forces.contact``),
+    ``rigid_contact_margin`` [m] (shape-shape contacts are detected this far apart).
     """
 
     @classmethod
@@ -182,6 +201,7 @@ class Model:
         m.shape_count = len(b.shape_type)
         m.shape_type = wp.array(np.asarray(b.shape_type, dtype=np.int32), dtype=wp.int32, device=m.device)
         m.shape_body = wp.array(np.asarray(b.shape_body, dtype=np.int32), dtype=wp.int32, device=m.device)
+        # the shape's pose in its body's frame (in world for static shapes, body -1)
         m.shape_transform = wp.array(b.shape_transform, dtype=wp.transform, device=m.device)
         m.shape_scale = arr(np.asarray(b.shape_scale, dtype=np.float32).reshape(-1, 3), wp.vec3)
         m.shape_material_ke = arr(b.shape_material_ke, wp.float32, g)
@@ -217,6 +237,7 @@ class Model:
         m.particle_exclusion_offsets = wp.array(offsets, dtype=wp.int32, device=m.device)
         m.particle_exclusions = wp.array(flat if len(flat) else np.zeros(1, np.int32), dtype=wp.int32,
                                          device=m.device)
+        add_rigid_arrays(m, b)
         return m
 
     # ------------------------------------------------------------------ factories
@@ -228,34 +249,63 @@ class Model:
         return torch.device(wp.device_to_torch(self.device))
 
     def state(self, requires_grad: bool | None = None) -> State:
-        """A new State holding the model's initial particle positions and velocities."""
+        """A new State holding the model's initial particle and body positions and velocities.
+
+        Its ``joint_q`` / ``joint_qd`` are computed from the initial body poses.
+        """
         g = self.requires_grad if requires_grad is None else bool(requires_grad)
         s = State()
         s.particle_q = wp.clone(self.particle_q, requires_grad=g)
         s.particle_qd = wp.clone(self.particle_qd, requires_grad=g)
         s.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
+        s.body_q = wp.clone(self.body_q, requires_grad=g)
+        s.body_qd = wp.clone(self.body_qd, requires_grad=g)
+        s.body_f = wp.zeros(self.body_count, dtype=wp.spatial_vector, device=self.device, requires_grad=g)
+        s.joint_q = wp.zeros(self.joint_coord_count, dtype=float, device=self.device, requires_grad=g)
+        s.joint_qd = wp.zeros(self.joint_dof_count, dtype=float, device=self.device, requires_grad=g)
+        if self.joint_count:
+            from .kinematics import eval_ik
+
+            eval_ik(self, s)
         return s
 
     def control(self, requires_grad: bool | None = None) -> Control:
-        """A new Control with zero external forces."""
+        """A new Control with zero external forces, wrenches, drive targets and efforts."""
         g = self.requires_grad if requires_grad is None else bool(requires_grad)
         c = Control()
         c.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
+        c.body_f = wp.zeros(self.body_count, dtype=wp.spatial_vector, device=self.device, requires_grad=g)
+        for name in ("joint_target_pos", "joint_target_vel", "joint_f"):
+            setattr(c, name, wp.zeros(self.joint_dof_count, dtype=float, device=self.device, requires_grad=g))
         return c
 
-    def contacts(self, soft_contact_max: int | None = None, particle_pair_max: int | None = None) -> Contacts:
+    def contacts(self, soft_contact_max: int | None = None, particle_pair_max: int | None = None,
+                 rigid_pair_max: int | None = None, rigid_contact_max: int | None = None) -> Contacts:
         """Contact buffers with fixed capacities.
 
-        Defaults: ``particle_count * min(shape_count, 4)`` particle-shape contacts and
-        ``particle_count * 12`` particle pairs (enough for dense packing plus margin).
+        Defaults: ``particle_count * min(shape_count, 4)`` particle-shape contacts,
+        ``particle_count * 12`` particle pairs (enough for dense packing plus margin),
+        ``n * (planes + 8)`` shape-shape candidate pairs for the n shapes on bodies
+        (each touching up to 8 others and every plane), and 8 contact points per pair.
         """
         if soft_contact_max is None:
             soft_contact_max = self.particle_count * min(self.shape_count, 4)
         if particle_pair_max is None:
             particle_pair_max = self.particle_count * 12 if self.particle_collide else 0
-        if soft_contact_max < 0 or particle_pair_max < 0:
-            raise ValueError("contact capacities must be >= 0")
-        return Contacts(soft_contact_max, particle_pair_max, device=self.device)
+        if rigid_pair_max is None:
+            body = self.shape_body.numpy()
+            flags = self.shape_flags.numpy()
+            kinds = self.shape_type.numpy()
+            collides = (flags & SHAPE_FLAG_COLLIDE_SHAPES) != 0
+            planes = int(np.count_nonzero(collides & (kinds == GEO_PLANE)))
+            rigid_pair_max = int(np.count_nonzero(collides & (body >= 0))) * (planes + 8)
+        if rigid_contact_max is None:
+            rigid_contact_max = 8 * rigid_pair_max
+        caps = (soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max)
+        if min(caps) < 0:
+            raise ValueError(f"contact capacities must be >= 0, got {caps}")
+        return Contacts(soft_contact_max, particle_pair_max, device=self.device, rigid_pair_max=rigid_pair_max,
+                        rigid_contact_max=rigid_contact_max)
 
     def collide(self, state: State, contacts: Contacts, check_overflow: bool | None = None,
                 record_history: bool = True) -> Contacts:

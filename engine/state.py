@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import warp as wp
 
+# every array a State holds (what assign() copies and the tape guard watches)
+STATE_ARRAYS = ("particle_q", "particle_qd", "particle_f", "body_q", "body_qd", "body_f", "joint_q", "joint_qd")
+
 
 class State:
     """Time-varying quantities of a model.
@@ -15,6 +18,16 @@ class State:
             that *produced* this state (written by ``solver.step`` into
             ``state_out``; ``state_in`` is never written). Users apply external
             forces through :class:`Control`, not here.
+        body_q: body poses in world, ``wp.array(dtype=wp.transform)`` (position [m],
+            quaternion (x, y, z, w)).
+        body_qd: body velocities, ``wp.array(dtype=wp.spatial_vector)``: linear velocity
+            of the centre of mass [m/s] first, then angular velocity [rad/s], both in world.
+        body_f: total wrench (force [N] at the centre of mass, then torque [N m]; world)
+            that acted on each body during the step that produced this state, gravity
+            excluded, as ``particle_f``. External wrenches go in :class:`Control`.
+        joint_q, joint_qd: joint coordinates and their rates (layout per joint type in
+            ``inertia.builder_bodies``), computed from ``body_q`` / ``body_qd``: by
+            ``model.state()`` and as the last stage of every ``solver.step()``.
 
     Create states with :meth:`inertia.Model.state`; never share one State between
     two places of a recorded rollout (the tape needs every intermediate state).
@@ -24,14 +37,23 @@ class State:
         self.particle_q: wp.array | None = None
         self.particle_qd: wp.array | None = None
         self.particle_f: wp.array | None = None
+        self.body_q: wp.array | None = None
+        self.body_qd: wp.array | None = None
+        self.body_f: wp.array | None = None
+        self.joint_q: wp.array | None = None
+        self.joint_qd: wp.array | None = None
 
     @property
     def particle_count(self) -> int:
         return 0 if self.particle_q is None else self.particle_q.shape[0]
 
+    @property
+    def body_count(self) -> int:
+        return 0 if self.body_q is None else self.body_q.shape[0]
+
     def assign(self, other: "State") -> None:
         """Copy every array of ``other`` into this state (same model)."""
-        for name in ("particle_q", "particle_qd", "particle_f"):
+        for name in STATE_ARRAYS:
             src, dst = getattr(other, name), getattr(self, name)
             if src is not None and dst is not None:
                 wp.copy(dst, src)
@@ -41,7 +63,7 @@ class State:
 
     def zero_grad(self) -> None:
         """Zero the gradients of this state's arrays, and of any per-step buffers a solver keeps on it."""
-        for name in ("particle_q", "particle_qd", "particle_f"):
+        for name in STATE_ARRAYS:
             a = getattr(self, name)
             if a is not None and a.grad is not None:
                 a.grad.zero_()
@@ -56,12 +78,26 @@ class Control:
     Attributes:
         particle_f: external force [N] per particle, ``wp.array(dtype=wp.vec3)``.
             Applied once in every step until changed; the solver never clears it.
+        body_f: external wrench per body, ``wp.array(dtype=wp.spatial_vector)``: force [N]
+            at the centre of mass, then torque [N m], both in world.
+        joint_target_pos, joint_target_vel: drive targets per joint degree of freedom
+            (``model.joint_dof_count`` entries, laid out as ``State.joint_qd``) [m or rad,
+            m/s or rad/s]; a drive acts where ``model.joint_target_ke`` / ``_kd`` are > 0
+            (revolute and prismatic joints).
+        joint_f: effort per joint degree of freedom: force [N] along a prismatic axis,
+            torque [N m] about a revolute axis.
     """
 
     def __init__(self):
         self.particle_f: wp.array | None = None
+        self.body_f: wp.array | None = None
+        self.joint_target_pos: wp.array | None = None
+        self.joint_target_vel: wp.array | None = None
+        self.joint_f: wp.array | None = None
 
     def clear(self) -> None:
-        """Set all external inputs to zero."""
-        if self.particle_f is not None:
-            self.particle_f.zero_()
+        """Set all external inputs and drive targets to zero."""
+        for name in ("particle_f", "body_f", "joint_target_pos", "joint_target_vel", "joint_f"):
+            a = getattr(self, name)
+            if a is not None:
+                a.zero_()

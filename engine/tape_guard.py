@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from .state import STATE_ARRAYS as _STATE_ARRAYS
+
 
 class TapeReuseError(RuntimeError):
     """A recorded step would overwrite a state that the recording ``wp.Tape`` still needs."""
@@ -26,8 +28,6 @@ def recording_tape():
     except AttributeError:  # pragma: no cover - a Warp without this internal
         return None
 
-
-_STATE_ARRAYS = ("particle_q", "particle_qd", "particle_f")
 
 
 def _registry(tape) -> tuple[set, set]:

@@ -16,8 +16,26 @@ GEO_BOX = wp.constant(1)
 GEO_CAPSULE = wp.constant(2)
 GEO_MESH = wp.constant(3)
 GEO_PLANE = wp.constant(4)
+GEO_CYLINDER = wp.constant(5)
 
-GEO_NAMES = {0: "sphere", 1: "box", 2: "capsule", 3: "mesh", 4: "plane"}
+GEO_NAMES = {0: "sphere", 1: "box", 2: "capsule", 3: "mesh", 4: "plane", 5: "cylinder"}
+
+# Shape flags (bit field stored in ``Model.shape_flags``).
+SHAPE_FLAG_COLLIDE_SHAPES = wp.constant(1)
+"""The shape collides with other shapes (rigid contact)."""
+SHAPE_FLAG_COLLIDE_PARTICLES = wp.constant(2)
+"""The shape collides with particles (particle-shape contact, two-way when on a body)."""
+
+# Joint types (``Model.joint_type``); numbered as Newton/warp.sim number them.
+JOINT_PRISMATIC = wp.constant(0)
+JOINT_REVOLUTE = wp.constant(1)
+JOINT_BALL = wp.constant(2)
+JOINT_FIXED = wp.constant(3)
+JOINT_FREE = wp.constant(4)
+
+JOINT_NAMES = {0: "prismatic", 1: "revolute", 2: "ball", 3: "fixed", 4: "free"}
+# (position coordinates, velocity coordinates) of each joint type in State.joint_q / joint_qd
+JOINT_COORDS = {0: (1, 1), 1: (1, 1), 2: (4, 3), 3: (0, 0), 4: (7, 6)}
 
 AXES = {"x": 0, "y": 1, "z": 2}
 

@@ -9,9 +9,11 @@ step has buffers of its own (no clearing between steps, nothing to alias).
 
 from __future__ import annotations
 
-from ..integrators import integrate_particles
+from ..integrators import integrate_bodies, integrate_particles
+from ..kinematics import eval_ik
 from .forces import (
     apply_control_forces,
+    apply_control_wrenches,
     eval_bending_forces,
     eval_particle_pair_contact_forces,
     eval_particle_shape_contact_forces,
@@ -40,11 +42,14 @@ class SemiImplicitSolver(SolverBase):
         self._validate(state_in, state_out, control, contacts, dt)
         model = self.model
         f = state_out.particle_f
+        body_f = state_out.body_f
         if self.check_finite:
-            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd)
+            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
+                        body_q=state_in.body_q, body_qd=state_in.body_qd)
 
         apply_control_forces(model, control, f)
-        self._check("control forces", particle_f=f)
+        apply_control_wrenches(model, control, body_f)
+        self._check("control forces", particle_f=f, body_f=body_f)
         eval_spring_forces(model, state_in, f)
         self._check("springs", particle_f=f)
         eval_triangle_forces(model, state_in, f)
@@ -58,7 +63,10 @@ class SemiImplicitSolver(SolverBase):
         eval_particle_pair_contact_forces(model, state_in, contacts, dt, f)
         self._check("particle-particle contact", particle_f=f)
         integrate_particles(model, state_in, f, dt, state_out)
-        self._check("integrate", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd)
+        integrate_bodies(model, state_in, body_f, dt, state_out)
+        self._check("integrate", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd,
+                    body_q=state_out.body_q, body_qd=state_out.body_qd)
+        eval_ik(model, state_out)
 
         self.step_count += 1
         return state_out

@@ -18,6 +18,14 @@ from ..diagnostics import check_finite as _check_finite
 from ..tape_guard import guard_step
 
 
+# (array, what its length counts) of a State and a Control
+_STATE_SIZES = (("particle_q", "particle"), ("particle_qd", "particle"), ("particle_f", "particle"),
+                ("body_q", "body"), ("body_qd", "body"), ("body_f", "body"),
+                ("joint_q", "joint_q"), ("joint_qd", "joint_qd"))
+_CONTROL_SIZES = (("particle_f", "particle"), ("body_f", "body"), ("joint_target_pos", "joint_qd"),
+                  ("joint_target_vel", "joint_qd"), ("joint_f", "joint_qd"))
+
+
 class SolverBase:
     """Common input validation and optional per-stage finite checks.
 
@@ -41,27 +49,30 @@ class SolverBase:
             raise ValueError("state_in and state_out must be different State objects (step never writes its input)")
         model = self.model
         dev = str(model.device)
-        checks = [("state_in", state_in), ("state_out", state_out)]
-        for label, st in checks:
-            for name in ("particle_q", "particle_qd", "particle_f"):
-                a = getattr(st, name, None)
-                self._check_array(f"{label}.{name}", a, model.particle_count, dev)
+        sizes = {"particle": (model.particle_count, "particles"), "body": (model.body_count, "bodies"),
+                 "joint_q": (model.joint_coord_count, "joint coordinates"),
+                 "joint_qd": (model.joint_dof_count, "joint degrees of freedom")}
+        for label, st in (("state_in", state_in), ("state_out", state_out)):
+            for name, kind in _STATE_SIZES:
+                self._check_array(f"{label}.{name}", getattr(st, name, None), *sizes[kind], dev)
         if control is not None:
-            self._check_array("control.particle_f", control.particle_f, model.particle_count, dev)
+            for name, kind in _CONTROL_SIZES:
+                self._check_array(f"control.{name}", getattr(control, name, None), *sizes[kind], dev,
+                                  optional=True)
         if contacts is not None and str(contacts.device) != dev:
             raise ValueError(f"contacts live on {contacts.device}, the model on {dev}")
         guard_step(state_in, state_out)
 
     @staticmethod
-    def _check_array(name, a, length, dev) -> None:
+    def _check_array(name, a, length, what, dev, optional=False) -> None:
         if a is None:
-            if length:
+            if length and not optional:
                 raise ValueError(f"{name} is missing; create states with model.state()")
             return
         if str(a.device) != dev:
             raise ValueError(f"{name} is on device {a.device}, but the model is on {dev}")
         if a.shape[0] != length:
-            raise ValueError(f"{name} has {a.shape[0]} entries, the model has {length} particles")
+            raise ValueError(f"{name} has {a.shape[0]} entries, the model has {length} {what}")
 
     def _check(self, stage: str, **arrays) -> None:
         if self.check_finite:

@@ -289,7 +289,7 @@ def test_contact_overflow_warns_counts_and_raises():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # enough room: no warning
         model.collide(state, roomy)
-    assert roomy.overflow() == {"soft_contacts": 0, "particle_pairs": 0}
+    assert roomy.overflow() == {"soft_contacts": 0, "particle_pairs": 0, "rigid_pairs": 0, "rigid_contacts": 0}
     assert not roomy.check_overflow(raise_error=True)
     assert sorted(roomy.soft_contact_pairs()[:, 0].tolist()) == [0, 1, 2, 3]
 

@@ -221,10 +221,13 @@ def test_bad_grid_arguments(call, msg):
     lambda b: b.add_shape_capsule(body=0),
     lambda b: b.add_shape_mesh(body=1, vertices=[(0, 0, 0), (1, 0, 0), (0, 1, 0)], indices=[0, 1, 2]),
 ])
-def test_shape_on_body_not_implemented(add):
+def test_shape_on_missing_body(add):
     b = inertia.ModelBuilder()
-    with pytest.raises(NotImplementedError, match=r"shapes on rigid bodies are not supported yet: pass body=-1"):
+    with pytest.raises(IndexError, match=r"shape body \d does not exist: expected -1 \(the world\) \(0 defined\)"):
         add(b)
+    b.add_body(mass=1.0, inertia=(1.0, 1.0, 1.0))
+    with pytest.raises(IndexError, match=r"shape body 3 does not exist: expected -1 \(the world\) or 0..0"):
+        b.add_shape_sphere(body=3)
     assert b.shape_type == []
 
 

@@ -3,12 +3,14 @@
 Shared by collision detection (which decides which particle-shape pairs to keep)
 and by the contact force kernels (which recompute the distance from the current
 positions, so Warp's autodiff differentiates through the exact geometry).
-Everything is in the shape's local frame; planes have their normal along +Z.
+Everything is in the shape's local frame; planes have their normal along +Z,
+capsules and cylinders their axis. :func:`shape_world_transform` places a
+shape in world (through its body's pose when it has one).
 """
 
 import warp as wp
 
-from ..types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 
 
 @wp.func
@@ -51,6 +53,28 @@ def sdf_capsule(p: wp.vec3, radius: float, half_height: float):
 
 
 @wp.func
+def sdf_cylinder(p: wp.vec3, radius: float, half_height: float):
+    """Solid cylinder along local Z: the exact distance, with the normal of the nearest face, rim or side."""
+    rho = wp.sqrt(p[0] * p[0] + p[1] * p[1])
+    radial = wp.vec3(1.0, 0.0, 0.0)
+    if rho > 1.0e-9:
+        radial = wp.vec3(p[0] / rho, p[1] / rho, 0.0)
+    axial = wp.vec3(0.0, 0.0, wp.sign(p[2]))
+    qx = rho - radius
+    qz = wp.abs(p[2]) - half_height
+    result = wp.vec4(0.0)
+    if qx > 0.0 and qz > 0.0:
+        d = wp.sqrt(qx * qx + qz * qz)  # nearest point on a rim
+        n = (radial * qx + axial * qz) / d
+        result = wp.vec4(n[0], n[1], n[2], d)
+    elif qx > qz:
+        result = wp.vec4(radial[0], radial[1], radial[2], qx)
+    else:
+        result = wp.vec4(axial[0], axial[1], axial[2], qz)
+    return result
+
+
+@wp.func
 def sdf_mesh(p: wp.vec3, mesh: wp.uint64, max_dist: float):
     query = wp.mesh_query_point_sign_normal(mesh, p, max_dist)
     result = wp.vec4(0.0, 0.0, 1.0, max_dist)
@@ -77,6 +101,8 @@ def shape_sdf(geo_type: int, scale: wp.vec3, mesh: wp.uint64, p: wp.vec3, max_di
         result = sdf_box(p, scale)
     elif geo_type == GEO_CAPSULE:
         result = sdf_capsule(p, scale[0], scale[1])
+    elif geo_type == GEO_CYLINDER:
+        result = sdf_cylinder(p, scale[0], scale[1])
     elif geo_type == GEO_MESH:
         result = sdf_mesh(p, mesh, max_dist)
     return result
@@ -90,3 +116,13 @@ def shape_sdf_world(
     local = shape_sdf(geo_type, scale, mesh, wp.transform_point(wp.transform_inverse(xform), x), max_dist)
     n = wp.transform_vector(xform, wp.vec3(local[0], local[1], local[2]))
     return wp.vec4(n[0], n[1], n[2], local[3])
+
+
+@wp.func
+def shape_world_transform(shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
+                          body_q: wp.array(dtype=wp.transform), s: int):
+    """World pose of shape ``s``: its body's pose times its local pose (static shapes: already world)."""
+    b = shape_body[s]
+    if b < 0:
+        return shape_transform[s]
+    return body_q[b] * shape_transform[s]

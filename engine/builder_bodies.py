@@ -1,0 +1,285 @@
+"""Rigid bodies and joints of the ModelBuilder.
+
+Conventions (the same in every solver, the state and the kinematics):
+
+- ``body_q`` is the body frame's pose in world, a ``wp.transform`` (position
+  [m], quaternion (x, y, z, w)); ``body_com`` is the centre of mass in the
+  body frame [m].
+- ``body_qd`` is a ``wp.spatial_vector`` (linear first, as in Newton 1.x):
+  the velocity of the centre of mass [m/s], then the angular velocity
+  [rad/s], both in world coordinates.
+- A body's mass and inertia come from ``add_body(mass=..., inertia=...)`` or,
+  when ``mass`` is None, from the density of the shapes attached to it.
+  ``kinematic=True`` makes a body that forces never move (it keeps its
+  velocity); a dynamic body with no mass is an error at ``finalize()``.
+
+Joints connect a parent body (or the world, ``-1``) to a child body. Each
+joint has a frame on the parent (``parent_xform``, in the parent body frame)
+and one on the child (``child_xform``); at ``joint_q = 0`` the two coincide.
+``axis`` (revolute, prismatic) is given in the joint frame. Joints form trees:
+a body is the child of at most one joint. Joint coordinates in
+``State.joint_q`` / ``joint_qd`` per type: prismatic, revolute 1/1 (metres or
+radians along/about the axis); ball 4/3 (the child frame's orientation in the
+parent frame as a quaternion (x, y, z, w); relative angular velocity in the
+parent joint frame); fixed 0/0; free 7/6 (the child frame's pose in the
+parent frame; the child's ``body_qd``). Free joints attach to the world only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import warp as wp
+
+from .builder_checks import finite, index, transform, vec3
+from .types import JOINT_BALL, JOINT_COORDS, JOINT_FIXED, JOINT_FREE, JOINT_NAMES, JOINT_PRISMATIC, JOINT_REVOLUTE
+
+
+def _inertia(value) -> np.ndarray:
+    a = np.asarray(value, dtype=np.float64)
+    if a.shape == (3,):
+        a = np.diag(a)
+    if a.shape != (3, 3):
+        raise ValueError(f"body inertia must be a 3x3 matrix or its diagonal (3,), got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError("body inertia contains NaN or inf")
+    if not np.allclose(a, a.T, rtol=1e-6, atol=1e-12):
+        raise ValueError("body inertia must be symmetric")
+    return a
+
+
+class BodyBuilderMixin:
+    """Body and joint methods of :class:`inertia.ModelBuilder` (conventions in the module docstring)."""
+
+    # SemiImplicitSolver: joints hold their constrained directions with stiff springs (see
+    # inertia.solvers.forces.joints for the units and how they are used)
+    joint_attach_ke = 1.0e4
+    joint_attach_kd = 1.0e2
+    default_limit_ke = 1.0e4  # joint limit stiffness [N/m or N m/rad], SemiImplicitSolver
+    default_limit_kd = 1.0e1  # joint limit damping
+
+    def _init_bodies(self):
+        self.body_q, self.body_qd, self.body_mass, self.body_inertia, self.body_com = [], [], [], [], []
+        self.body_kinematic, self.body_world, self.body_label = [], [], []
+        self.joint_type, self.joint_parent, self.joint_child = [], [], []
+        self.joint_X_p, self.joint_X_c, self.joint_axis, self.joint_label = [], [], [], []
+        self.joint_limit_lower, self.joint_limit_upper, self.joint_limit_ke, self.joint_limit_kd = [], [], [], []
+        self.joint_target_ke, self.joint_target_kd = [], []
+        self.joint_collide_parent = []
+
+    @property
+    def body_count(self) -> int:
+        return len(self.body_q)
+
+    @property
+    def joint_count(self) -> int:
+        return len(self.joint_type)
+
+    def add_body(self, xform=None, mass=None, inertia=None, com=None, linear_velocity=(0.0, 0.0, 0.0),
+                 angular_velocity=(0.0, 0.0, 0.0), kinematic: bool = False, label=None) -> int:
+        """Add a rigid body and return its index.
+
+        Args:
+            xform: the body frame's initial pose in world: ``(position, quaternion (x, y, z, w))``
+                or a ``wp.transform``. Quaternions are normalized; a zero one is rejected.
+            mass: [kg]; None takes it from the attached shapes' density. Must be > 0 for a
+                dynamic body (checked at ``finalize()``), 0 or None for a kinematic one.
+            inertia: 3x3 (or its diagonal) about the centre of mass in the body frame [kg m^2];
+                None takes it from the shapes (scaled to ``mass`` when that is given).
+            com: centre of mass in the body frame [m]; None takes it from the shapes (else the origin).
+            linear_velocity: initial velocity of the centre of mass [m/s], world frame.
+            angular_velocity: initial angular velocity [rad/s], world frame.
+            kinematic: never moved by forces, contacts or joints; keeps its velocity.
+        """
+        xf = transform(xform, "body xform")
+        if mass is not None:
+            mass = finite(mass, "body mass", minimum=0.0)
+            if mass == 0.0 and not kinematic:
+                raise ValueError("body mass must be > 0 for a dynamic body (mass 0 is only for kinematic=True)")
+        if inertia is not None:
+            inertia = _inertia(inertia)
+        if com is not None:
+            com = vec3(com, "body com")
+        self.body_q.append(xf)
+        self.body_qd.append(vec3(linear_velocity, "body linear_velocity") + vec3(angular_velocity,
+                                                                                   "body angular_velocity"))
+        self.body_mass.append(mass)
+        self.body_inertia.append(inertia)
+        self.body_com.append(com)
+        self.body_kinematic.append(bool(kinematic))
+        self.body_world.append(self.current_world)
+        self.body_label.append(label or f"body_{len(self.body_q) - 1}")
+        return len(self.body_q) - 1
+
+    # ------------------------------------------------------------------ joints
+    def _add_joint(self, jtype, parent, child, parent_xform, child_xform, axis=None, limit=None, drive=None,
+                   collide_parent=False, label=None) -> int:
+        name = JOINT_NAMES[int(jtype)]
+        what = f"add_joint_{name}"
+        parent = index(parent, self.body_count, f"{what}: parent body", allow_world=True)
+        child = index(child, self.body_count, f"{what}: child body")
+        if parent == child:
+            raise ValueError(f"{what}: a joint's parent and child must differ (both are body {child})")
+        if jtype == JOINT_FREE and parent != -1:
+            raise ValueError(f"{what}: free joints attach a body to the world (parent=-1), got parent {parent}")
+        if child in self.joint_child:
+            j = self.joint_child.index(child)
+            raise ValueError(f"{what}: body {child} is already the child of joint {j}; joints must form trees")
+        # walking up from the parent must not reach the child (that would close a loop)
+        b = parent
+        while b != -1:
+            if b == child:
+                raise ValueError(f"{what}: body {parent} descends from body {child}; joints must form trees")
+            b = self.joint_parent[self.joint_child.index(b)] if b in self.joint_child else -1
+        if parent != -1 and self.body_world[parent] != self.body_world[child]:
+            raise ValueError(f"{what}: bodies {parent} and {child} belong to different worlds")
+        if axis is not None:
+            a = np.array(vec3(axis, f"{what}: axis"))
+            n = np.linalg.norm(a)
+            if n < 1e-9:
+                raise ValueError(f"{what}: axis must be non-zero")
+            axis = tuple(a / n)
+        ndof = JOINT_COORDS[int(jtype)][1]
+        lower, upper, lke, lkd = -math.inf, math.inf, self.default_limit_ke, self.default_limit_kd
+        if limit is not None:
+            lower, upper, lke, lkd = limit
+            lower = -math.inf if lower is None else float(lower)
+            upper = math.inf if upper is None else float(upper)
+            if math.isnan(lower) or math.isnan(upper) or lower > upper:
+                raise ValueError(f"{what}: limits must satisfy lower <= upper, got ({lower}, {upper})")
+            lke = finite(self.default_limit_ke if lke is None else lke, f"{what}: limit_ke", minimum=0.0)
+            lkd = finite(self.default_limit_kd if lkd is None else lkd, f"{what}: limit_kd", minimum=0.0)
+        tke, tkd = drive if drive is not None else (0.0, 0.0)
+        tke = finite(tke, f"{what}: target_ke", minimum=0.0)
+        tkd = finite(tkd, f"{what}: target_kd", minimum=0.0)
+        self.joint_type.append(int(jtype))
+        self.joint_parent.append(parent)
+        self.joint_child.append(child)
+        self.joint_X_p.append(transform(parent_xform, f"{what}: parent_xform"))
+        self.joint_X_c.append(transform(child_xform, f"{what}: child_xform"))
+        self.joint_axis.append(axis if axis is not None else (0.0, 0.0, 0.0))
+        self.joint_limit_lower += [lower] * ndof
+        self.joint_limit_upper += [upper] * ndof
+        self.joint_limit_ke += [lke] * ndof
+        self.joint_limit_kd += [lkd] * ndof
+        self.joint_target_ke += [tke] * ndof
+        self.joint_target_kd += [tkd] * ndof
+        self.joint_collide_parent.append(bool(collide_parent))
+        self.joint_label.append(label or f"joint_{len(self.joint_type) - 1}")
+        return len(self.joint_type) - 1
+
+    def add_joint_revolute(self, parent, child, parent_xform=None, child_xform=None, axis=(0.0, 0.0, 1.0),
+                           limit_lower=None, limit_upper=None, limit_ke=None, limit_kd=None, target_ke=0.0,
+                           target_kd=0.0, collide_parent=False, label=None) -> int:
+        """A hinge about ``axis`` (joint frame). Angle [rad] in ``joint_q``, limits [rad].
+
+        Drive: ``target_ke`` [N m/rad] pulls the angle to ``Control.joint_target_pos``, ``target_kd``
+        [N m s/rad] the rate to ``Control.joint_target_vel``; ``Control.joint_f`` adds a torque [N m].
+        """
+        return self._add_joint(JOINT_REVOLUTE, parent, child, parent_xform, child_xform, axis,
+                               (limit_lower, limit_upper, limit_ke, limit_kd), (target_ke, target_kd),
+                               collide_parent, label)
+
+    def add_joint_prismatic(self, parent, child, parent_xform=None, child_xform=None, axis=(1.0, 0.0, 0.0),
+                            limit_lower=None, limit_upper=None, limit_ke=None, limit_kd=None, target_ke=0.0,
+                            target_kd=0.0, collide_parent=False, label=None) -> int:
+        """A slider along ``axis`` (joint frame). Offset [m] in ``joint_q``; drive gains in N/m, N s/m; force [N]."""
+        return self._add_joint(JOINT_PRISMATIC, parent, child, parent_xform, child_xform, axis,
+                               (limit_lower, limit_upper, limit_ke, limit_kd), (target_ke, target_kd),
+                               collide_parent, label)
+
+    def add_joint_ball(self, parent, child, parent_xform=None, child_xform=None, collide_parent=False,
+                       label=None) -> int:
+        """A ball-and-socket: the joint frames share their origin and rotate freely (no limits, no drive)."""
+        return self._add_joint(JOINT_BALL, parent, child, parent_xform, child_xform, None, None, None,
+                               collide_parent, label)
+
+    def add_joint_fixed(self, parent, child, parent_xform=None, child_xform=None, collide_parent=False,
+                        label=None) -> int:
+        """Weld the child's joint frame to the parent's."""
+        return self._add_joint(JOINT_FIXED, parent, child, parent_xform, child_xform, None, None, None,
+                               collide_parent, label)
+
+    def add_joint_free(self, child, parent_xform=None, child_xform=None, label=None) -> int:
+        """Six degrees of freedom relative to the world: no force, but ``joint_q``/``joint_qd`` report the pose."""
+        return self._add_joint(JOINT_FREE, -1, child, parent_xform, child_xform, None, None, None, True, label)
+
+    # ------------------------------------------------------------------ finalize helpers
+    def _body_mass_properties(self):
+        """Per body (mass, com (3,), inertia (3, 3), inv_mass, inv_inertia), float64, checked."""
+        from . import mass_properties as mp
+        from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_SPHERE
+
+        parts = [[] for _ in range(self.body_count)]
+        for s, b in enumerate(self.shape_body):
+            if b < 0 or self.shape_density[s] <= 0.0:
+                continue
+            rho, sc, t = self.shape_density[s], self.shape_scale[s], self.shape_type[s]
+            if t == GEO_SPHERE:
+                props = mp.sphere(rho, sc[0])
+            elif t == GEO_BOX:
+                props = mp.box(rho, *sc)
+            elif t == GEO_CAPSULE:
+                props = mp.capsule(rho, sc[0], sc[1])
+            elif t == GEO_CYLINDER:
+                props = mp.cylinder(rho, sc[0], sc[1])
+            elif t == GEO_MESH:
+                props = mp.mesh(rho, *self.shape_mesh[s])
+            else:
+                continue
+            xf = self.shape_transform[s]
+            r = np.array(wp.quat_to_matrix(xf.q), dtype=np.float64).reshape(3, 3)
+            parts[b].append(props + (r, np.array(xf.p, dtype=np.float64)))
+        out = []
+        for b in range(self.body_count):
+            m_s, com_s, i_s = mp.combine(parts[b])
+            mass, inertia, com = self.body_mass[b], self.body_inertia[b], self.body_com[b]
+            label = f"body {b} ('{self.body_label[b]}')"
+            if mass is None:
+                mass = m_s
+                inertia = i_s if inertia is None else inertia
+            elif inertia is None:
+                inertia = i_s * (mass / m_s) if m_s > 0.0 else None
+            com = np.array(com if com is not None else com_s, dtype=np.float64)
+            if self.body_kinematic[b]:
+                out.append((mass, com, np.zeros((3, 3)) if inertia is None else inertia, 0.0, np.zeros((3, 3))))
+                continue
+            if not mass > 0.0:
+                raise ValueError(
+                    f"{label} is dynamic but has no mass: give add_body(mass=..., inertia=...), attach a shape "
+                    "with density > 0, or make it kinematic=True"
+                )
+            if inertia is None:
+                raise ValueError(f"{label} has a mass but no inertia: give add_body(inertia=...) or attach a shape")
+            eig = np.linalg.eigvalsh(inertia)
+            if not eig.min() > 1e-12 * max(eig.max(), 1e-30):
+                raise ValueError(f"{label}: inertia must be positive definite, eigenvalues {eig}")
+            out.append((mass, com, inertia, 1.0 / mass, np.linalg.inv(inertia)))
+        return out
+
+    def _joint_tree_order(self):
+        """Joint indices ordered parent before child, grouped per tree, and each tree's start offset."""
+        children = {}
+        for j, p in enumerate(self.joint_parent):
+            children.setdefault(p, []).append(j)
+        child_joint = {c: j for j, c in enumerate(self.joint_child)}
+        roots = [j for j, p in enumerate(self.joint_parent) if p == -1 or p not in child_joint]
+        order, starts = [], []
+        for r in roots:
+            starts.append(len(order))
+            stack = [r]
+            while stack:
+                j = stack.pop()
+                order.append(j)
+                stack.extend(reversed(children.get(self.joint_child[j], [])))
+        starts.append(len(order))
+        return np.array(order, dtype=np.int32), np.array(starts, dtype=np.int32)
+
+    def _joint_coord_starts(self):
+        q, qd = [0], [0]
+        for t in self.joint_type:
+            nq, nqd = JOINT_COORDS[t]
+            q.append(q[-1] + nq)
+            qd.append(qd[-1] + nqd)
+        return np.array(q, dtype=np.int32), np.array(qd, dtype=np.int32)

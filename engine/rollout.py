@@ -117,6 +117,10 @@ class Rollout:
             raise ValueError("the solver was built for another model")
         if model.particle_count == 0:
             raise ValueError("Rollout needs a model with particles (this one has none)")
+        if model.body_count:
+            # its checkpoints, inputs and outputs are particle states: bodies would silently carry over
+            raise NotImplementedError("Rollout differentiates particle models only so far; for rigid bodies "
+                                      "record the steps on a wp.Tape (one State per step)")
         if int(frames) != frames or frames < 1:
             raise ValueError(f"frames must be a positive integer, got {frames!r}")
         if int(substeps) != substeps or substeps < 1:

@@ -1,4 +1,10 @@
-"""Trajectory export to USD (``usd-core``): particles, cloth/soft meshes and static shapes.
+"""Trajectory export to USD (``usd-core``): particles, cloth/soft meshes, rigid bodies and shapes.
+
+Particles become ``/world/particles`` (``UsdGeom.Points``), cloth and soft-body
+surfaces ``/world/surface`` (``UsdGeom.Mesh``, topology written once), each rigid
+body an ``Xform`` under ``/world/bodies`` named after its label with
+time-sampled translate + orient and its shapes as children, and static shapes
+(the ground included) ``/world/shapes``.
 
     with inertia.UsdRecorder("out.usda", model, fps=60) as rec:
         for frame in range(n):
@@ -18,7 +24,7 @@ import os
 import numpy as np
 from pxr import Gf, Usd, UsdGeom, Vt
 
-from .types import GEO_BOX, GEO_CAPSULE, GEO_MESH, GEO_PLANE, GEO_SPHERE
+from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 
 # USD knows only Y-up and Z-up stages; an X-up model is written as Y-up (its data unchanged).
 _UP_TOKENS = {0: UsdGeom.Tokens.y, 1: UsdGeom.Tokens.y, 2: UsdGeom.Tokens.z}
@@ -27,6 +33,26 @@ _UP_TOKENS = {0: UsdGeom.Tokens.y, 1: UsdGeom.Tokens.y, 2: UsdGeom.Tokens.z}
 def _safe_name(label: str) -> str:
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in label)
     return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def _unique_names(labels) -> list:
+    """USD-safe prim names for ``labels``, suffixed where two would collide."""
+    seen, out = {}, []
+    for label in labels:
+        name = _safe_name(label)
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}_{seen[name]}"
+        seen.setdefault(name, 0)
+        out.append(name)
+    return out
+
+
+def _set_pose(xform_ops, p, q, time=None) -> None:
+    """Set (translate, orient) ops from a position and a Warp (x, y, z, w) quaternion."""
+    code = Usd.TimeCode.Default() if time is None else Usd.TimeCode(time)
+    xform_ops[0].Set(Gf.Vec3d(*map(float, p)), code)
+    xform_ops[1].Set(Gf.Quatf(float(q[3]), float(q[0]), float(q[1]), float(q[2])), code)
 
 
 class UsdRecorder:
@@ -68,7 +94,7 @@ class UsdRecorder:
             self._mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(faces), 3, dtype=np.int32)))
             self._mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(faces.reshape(-1).astype(np.int32)))
             self._mesh.CreateDoubleSidedAttr(True)
-        self._write_static_shapes(ground_size)
+        self._write_shapes(ground_size)
 
     def _surface_triangles(self) -> np.ndarray:
         """Cloth triangles plus the boundary faces of the tet meshes (faces used by one tet only)."""
@@ -84,47 +110,59 @@ class UsdRecorder:
             faces.append(all_faces[counts[inverse.reshape(-1)] == 1])
         return np.concatenate(faces) if faces else np.zeros((0, 3), dtype=np.int32)
 
-    def _write_static_shapes(self, ground_size: float) -> None:
+    def _write_shapes(self, ground_size: float) -> None:
+        """Static shapes under /world/shapes; each body an Xform under /world/bodies with its shapes inside."""
         m = self.model
+        self._body_ops = []
+        body_names = _unique_names(m.body_label)
+        q0 = m.body_q.numpy()
+        for b in range(m.body_count):
+            xf = UsdGeom.Xform.Define(self.stage, f"/world/bodies/{body_names[b]}")
+            ops = (xf.AddTranslateOp(), xf.AddOrientOp())
+            _set_pose(ops, q0[b][:3], q0[b][3:])
+            self._body_ops.append(ops)
         if not m.shape_count:
             return
-        types = m.shape_type.numpy()
-        scales = m.shape_scale.numpy()
-        xforms = m.shape_transform.numpy()
-        mesh_iter = iter(m.shape_meshes)
+        types, scales, xforms = m.shape_type.numpy(), m.shape_scale.numpy(), m.shape_transform.numpy()
+        bodies = m.shape_body.numpy()
+        shape_names = _unique_names(m.shape_label)
+        meshes = iter(m.shape_meshes)
         for s in range(m.shape_count):
-            path = f"/world/shapes/{_safe_name(m.shape_label[s])}"
+            b = int(bodies[s])
+            parent = "/world/shapes" if b < 0 else f"/world/bodies/{body_names[b]}"
+            path = f"{parent}/{shape_names[s]}"
             xf = UsdGeom.Xform.Define(self.stage, path)
-            p, q = xforms[s][:3], xforms[s][3:]
-            xf.AddTranslateOp().Set(Gf.Vec3d(*map(float, p)))
-            xf.AddOrientOp().Set(Gf.Quatf(float(q[3]), float(q[0]), float(q[1]), float(q[2])))
+            _set_pose((xf.AddTranslateOp(), xf.AddOrientOp()), xforms[s][:3], xforms[s][3:])
             t, sc = int(types[s]), scales[s]
-            if t == GEO_SPHERE:
-                UsdGeom.Sphere.Define(self.stage, path + "/geom").CreateRadiusAttr(float(sc[0]))
-            elif t == GEO_BOX:
-                cube = UsdGeom.Cube.Define(self.stage, path + "/geom")
-                cube.CreateSizeAttr(2.0)
-                cube.AddScaleOp().Set(Gf.Vec3f(*map(float, sc)))
-            elif t == GEO_CAPSULE:
-                cap = UsdGeom.Capsule.Define(self.stage, path + "/geom")
-                cap.CreateRadiusAttr(float(sc[0]))
-                cap.CreateHeightAttr(2.0 * float(sc[1]))
-                cap.CreateAxisAttr(UsdGeom.Tokens.z)
-            elif t in (GEO_MESH, GEO_PLANE):
-                if t == GEO_MESH:
-                    wm = next(mesh_iter)
-                    pts, idx = wm.points.numpy(), wm.indices.numpy()
-                else:
-                    g = float(ground_size)
-                    pts = np.array([[-g, -g, 0], [g, -g, 0], [g, g, 0], [-g, g, 0]], dtype=np.float32)
-                    idx = np.array([0, 1, 2, 0, 2, 3], dtype=np.int32)
-                mesh = UsdGeom.Mesh.Define(self.stage, path + "/geom")
-                mesh.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(pts.astype(np.float32)))
-                mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(idx) // 3, 3, dtype=np.int32)))
-                mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(idx.astype(np.int32)))
+            mesh = next(meshes) if t == GEO_MESH else None
+            self._write_geometry(path + "/geom", t, sc, mesh, ground_size)
+
+    def _write_geometry(self, path: str, t: int, sc, mesh, ground_size: float) -> None:
+        if t == GEO_SPHERE:
+            UsdGeom.Sphere.Define(self.stage, path).CreateRadiusAttr(float(sc[0]))
+        elif t == GEO_BOX:
+            cube = UsdGeom.Cube.Define(self.stage, path)
+            cube.CreateSizeAttr(2.0)
+            cube.AddScaleOp().Set(Gf.Vec3f(*map(float, sc)))
+        elif t in (GEO_CAPSULE, GEO_CYLINDER):
+            geom = (UsdGeom.Capsule if t == GEO_CAPSULE else UsdGeom.Cylinder).Define(self.stage, path)
+            geom.CreateRadiusAttr(float(sc[0]))
+            geom.CreateHeightAttr(2.0 * float(sc[1]))
+            geom.CreateAxisAttr(UsdGeom.Tokens.z)
+        elif t in (GEO_MESH, GEO_PLANE):
+            if t == GEO_MESH:
+                pts, idx = mesh.points.numpy(), mesh.indices.numpy()
+            else:
+                g = float(ground_size)
+                pts = np.array([[-g, -g, 0], [g, -g, 0], [g, g, 0], [-g, g, 0]], dtype=np.float32)
+                idx = np.array([0, 1, 2, 0, 2, 3], dtype=np.int32)
+            geom = UsdGeom.Mesh.Define(self.stage, path)
+            geom.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(pts.astype(np.float32)))
+            geom.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(idx) // 3, 3, dtype=np.int32)))
+            geom.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(idx.astype(np.int32)))
 
     def record(self, state, time: float | None = None) -> float:
-        """Write ``state``'s particle positions as one time sample; returns the time code used."""
+        """Write ``state``'s particle positions and body poses as one time sample; returns the time code used."""
         code = float(self.frame_count) if time is None else float(time) * self.fps
         if self._last_time is not None and code <= self._last_time:
             raise ValueError(f"time code {code} is not after the previous one ({self._last_time})")
@@ -133,6 +171,10 @@ class UsdRecorder:
             self._points.GetPointsAttr().Set(q, Usd.TimeCode(code))
             if self._mesh is not None:
                 self._mesh.GetPointsAttr().Set(q, Usd.TimeCode(code))
+        if self._body_ops:
+            poses = state.body_q.numpy()
+            for ops, pose in zip(self._body_ops, poses):
+                _set_pose(ops, pose[:3], pose[3:], code)
         self._first_time = code if self._first_time is None else self._first_time
         self._last_time = code
         self.frame_count += 1

@@ -46,3 +46,40 @@ def test_usd_recorder_writes_time_samples(tmp_path):
     for k, expected in enumerate(frames):
         np.testing.assert_allclose(np.array(points.Get(float(k))), expected, rtol=0, atol=1e-7)
     assert not np.allclose(frames[0], frames[-1])  # the cloth really moved between samples
+
+
+def test_usd_recorder_writes_bodies_with_their_shapes(tmp_path):
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(xform=((0.0, 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)), angular_velocity=(0.0, 0.0, 3.0),
+                      label="falling box")
+    b.add_shape_box(body, hx=0.1, hy=0.2, hz=0.3, label="hull")
+    b.add_shape_cylinder(body, xform=((0.0, 0.0, 0.4), (0.0, 0.0, 0.0, 1.0)), radius=0.05, half_height=0.1,
+                         label="mast")
+    model = b.finalize(device="cpu")
+    s0, s1 = model.state(), model.state()
+    solver = inertia.SemiImplicitSolver(model)
+    path = str(tmp_path / "body.usdc")
+    poses = []
+    with inertia.UsdRecorder(path, model, fps=60) as rec:
+        for _ in range(3):
+            rec.record(s0)
+            poses.append(s0.body_q.numpy()[0].copy())
+            for _ in range(4):
+                solver.step(s0, s1, None, None, 1.0 / 240)
+                s0, s1 = s1, s0
+    stage = Usd.Stage.Open(path)
+    prim = stage.GetPrimAtPath("/world/bodies/falling_box")
+    ops = UsdGeom.Xformable(prim).GetOrderedXformOps()
+    assert [op.GetOpName() for op in ops] == ["xformOp:translate", "xformOp:orient"]
+    assert ops[0].GetTimeSamples() == [0.0, 1.0, 2.0]
+    for k, pose in enumerate(poses):
+        np.testing.assert_allclose(np.array(ops[0].Get(float(k))), pose[:3], atol=1e-6)
+        q = ops[1].Get(float(k))
+        np.testing.assert_allclose([*q.GetImaginary(), q.GetReal()], pose[3:], atol=1e-6)
+    assert poses[0][2] > poses[-1][2]  # it fell between samples
+    cube = UsdGeom.Cube(stage.GetPrimAtPath("/world/bodies/falling_box/hull/geom"))
+    assert cube.GetSizeAttr().Get() == 2.0
+    cyl = UsdGeom.Cylinder(stage.GetPrimAtPath("/world/bodies/falling_box/mast/geom"))
+    assert abs(cyl.GetRadiusAttr().Get() - 0.05) < 1e-7 and abs(cyl.GetHeightAttr().Get() - 0.2) < 1e-7
+    assert stage.GetPrimAtPath("/world/shapes/ground/geom").IsValid()

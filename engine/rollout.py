@@ -17,9 +17,12 @@ that point, accumulated in the same order. On the CPU the results are
 bitwise identical for every ``checkpoint_every`` (tested); on CUDA atomic
 accumulation order can differ, so expect agreement to float rounding.
 
-Torch tensors go in and come out through :mod:`inertia.torch_bridge`
-(``rollout(q0, qd0, particle_f=..., params=...)``); this module holds the
-simulation side.
+A model's state (particle positions and velocities, body poses and
+velocities) and its per-frame controls travel as flat float32 rows
+(:mod:`inertia.rollout_layout`), so the same code serves particle, rigid and
+mixed models. Torch tensors go in and come out through
+:mod:`inertia.torch_bridge` (``rollout(q0, qd0, particle_f=..., params=...,
+body_q0=..., joint_target_pos=...)``); this module holds the simulation side.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import torch
 import warp as wp
 
 from .diagnostics import NonFiniteError, first_nonfinite
+from .rollout_layout import Layout
 
-# Model arrays that a rollout can differentiate with respect to. ``particle_mass``
-# is handled by the torch bridge, which turns it into ``particle_inv_mass``.
+# Model arrays that a rollout can differentiate with respect to. The torch bridge also
+# takes ``particle_mass`` (written as ``particle_inv_mass``) and ``body_mass`` (written as
+# ``body_mass`` and ``body_inv_mass``); ``body_inertia`` is written with its inverse.
 DIFFERENTIABLE_PARAMS = (
     "particle_inv_mass",
     "particle_radius",
@@ -48,13 +53,33 @@ DIFFERENTIABLE_PARAMS = (
     "shape_material_ke",
     "shape_material_kd",
     "shape_material_mu",
+    "shape_material_restitution",
     "gravity",
+    "body_inv_mass",
+    "body_inertia",
+    "joint_target_ke",
+    "joint_target_kd",
+    "joint_limit_ke",
+    "joint_limit_kd",
 )
+# user-facing name -> the model arrays it is written to (the bridge computes the derived values in torch,
+# so autograd chains their gradients back to what the user passed)
+PARAM_ALIASES = {
+    "particle_mass": ("particle_inv_mass",),
+    "body_mass": ("body_mass", "body_inv_mass"),
+    "body_inertia": ("body_inertia", "body_inv_inertia"),
+}
 
-_STATE_BYTES_PER_PARTICLE = 3 * 12  # particle_q, particle_qd, particle_f (vec3 float32)
+
+def warp_param_names(names) -> tuple:
+    """The model arrays that the declared parameter ``names`` write."""
+    out = []
+    for n in names:
+        out.extend(PARAM_ALIASES.get(n, (n,)))
+    return tuple(out)
 
 
-def _wp(t: torch.Tensor, dtype=wp.vec3) -> wp.array:
+def _wp(t: torch.Tensor, dtype=wp.float32) -> wp.array:
     """Zero-copy Warp view of a contiguous float32 torch tensor (detached: Warp never sees autograd)."""
     return wp.from_torch(t.detach(), dtype=dtype)
 
@@ -63,13 +88,13 @@ class Rollout:
     """Simulate ``frames`` frames of ``substeps`` solver steps each, differentiably.
 
     Args:
-        model: the :class:`inertia.Model`.
+        model: the :class:`inertia.Model` (particles, rigid bodies, or both).
         solver: a solver built on ``model`` (e.g. :class:`inertia.SemiImplicitSolver`).
         frames: number of frames T. Controls and outputs are per frame.
         frame_dt: frame length [s]; each solver step is ``frame_dt / substeps``.
         substeps: solver steps per frame.
         params: names of model arrays to differentiate with respect to (see
-            ``DIFFERENTIABLE_PARAMS``, plus ``"particle_mass"``).
+            ``DIFFERENTIABLE_PARAMS``, plus ``"particle_mass"`` and ``"body_mass"``).
         checkpoint_every: frames per checkpointed segment k. ``None`` picks the
             k of least memory (about ``sqrt(T)``, weighted by what a frame
             costs); ``frames`` records the whole rollout on one tape (no
@@ -77,8 +102,8 @@ class Rollout:
         memory_budget: bytes allowed for checkpoints plus one recorded
             segment; the largest k that fits is used (fewer, longer segments).
             Raises ``ValueError`` if even the best k does not fit.
-        output: ``"trajectory"`` returns positions and velocities at every
-            frame, shape ``(T + 1, N, 3)`` (frame 0 is the initial state);
+        output: ``"trajectory"`` returns the state at every frame, e.g.
+            positions ``(T + 1, N, 3)`` (frame 0 is the initial state);
             ``"final"`` returns only the last frame, ``(N, 3)``, so memory stays
             independent of T.
         check_finite: debugging. Forward: the solver names the first stage and
@@ -87,10 +112,10 @@ class Rollout:
             kernel, frame and substep where a gradient first became non-finite.
         record_grad_norms: after each backward pass, ``grad_norms`` (shape
             ``(T + 1, 2)``) holds the norm of the loss gradient w.r.t. the
-            (positions, velocities) of every frame (one tape per step and a host
-            read per frame: slower).
-        soft_contact_max, particle_pair_max: contact capacities per step (see
-            :meth:`inertia.Model.contacts`).
+            positions and the velocities (particles and bodies together) of every
+            frame (one tape per step and a host read per frame: slower).
+        soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max:
+            contact capacities per step (see :meth:`inertia.Model.contacts`).
         capture: replay each frame of the forward pass, and each segment's
             re-simulation and backward pass, from a graph captured once with
             ``wp.ScopedCapture`` (the same kernels on the same buffers, so the
@@ -112,15 +137,12 @@ class Rollout:
                  checkpoint_every: int | None = None, memory_budget: int | None = None,
                  output: str = "trajectory", check_finite: bool = False, record_grad_norms: bool = False,
                  soft_contact_max: int | None = None, particle_pair_max: int | None = None,
-                 capture: bool | None = None):
+                 capture: bool | None = None, rigid_pair_max: int | None = None,
+                 rigid_contact_max: int | None = None):
         if solver.model is not model:
             raise ValueError("the solver was built for another model")
-        if model.particle_count == 0:
-            raise ValueError("Rollout needs a model with particles (this one has none)")
-        if model.body_count:
-            # its checkpoints, inputs and outputs are particle states: bodies would silently carry over
-            raise NotImplementedError("Rollout differentiates particle models only so far; for rigid bodies "
-                                      "record the steps on a wp.Tape (one State per step)")
+        if model.particle_count == 0 and model.body_count == 0:
+            raise ValueError("Rollout needs a model with particles or bodies (this one has neither)")
         if int(frames) != frames or frames < 1:
             raise ValueError(f"frames must be a positive integer, got {frames!r}")
         if int(substeps) != substeps or substeps < 1:
@@ -130,6 +152,7 @@ class Rollout:
         if output not in ("trajectory", "final"):
             raise ValueError(f"output must be 'trajectory' or 'final', got {output!r}")
         self.model, self.solver = model, solver
+        self.layout = Layout(model)
         self.frames, self.substeps = int(frames), int(substeps)
         self.frame_dt = float(frame_dt)
         self.dt = self.frame_dt / self.substeps
@@ -137,7 +160,7 @@ class Rollout:
         self.check_finite = bool(check_finite)
         self.record_grad_norms = bool(record_grad_norms)
         self.grad_norms: np.ndarray | None = None
-        self._contact_caps = (soft_contact_max, particle_pair_max)
+        self._contact_caps = (soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max)
         diagnostics = self.check_finite or self.record_grad_norms
         if capture and diagnostics:
             raise ValueError("capture=True cannot be combined with check_finite or record_grad_norms, which read "
@@ -147,13 +170,15 @@ class Rollout:
         self.param_names = tuple(params)
         if len(set(self.param_names)) != len(self.param_names):
             raise ValueError(f"params lists a name twice: {self.param_names}")
-        if "particle_mass" in self.param_names and "particle_inv_mass" in self.param_names:
-            raise ValueError("declare particle_mass or particle_inv_mass, not both (they are the same array)")
+        for alias, targets in PARAM_ALIASES.items():
+            clash = [n for n in self.param_names if n != alias and n in targets]
+            if alias in self.param_names and clash:
+                raise ValueError(f"declare {alias} or {clash[0]}, not both (they write the same array)")
+        allowed = tuple(PARAM_ALIASES) + DIFFERENTIABLE_PARAMS
         for name in self.param_names:
-            if name != "particle_mass" and name not in DIFFERENTIABLE_PARAMS:
-                raise ValueError(f"cannot differentiate with respect to {name!r}; choose from "
-                                 f"{('particle_mass',) + DIFFERENTIABLE_PARAMS}")
-        for name in self._warp_param_names(self.param_names):
+            if name not in allowed:
+                raise ValueError(f"cannot differentiate with respect to {name!r}; choose from {allowed}")
+        for name in warp_param_names(self.param_names):
             a = getattr(model, name)
             if not a.requires_grad:
                 a.requires_grad = True  # allocates .grad once, here rather than in backward()
@@ -163,69 +188,95 @@ class Rollout:
         self._fwd_contacts = model.contacts(*self._contact_caps)
         self.checkpoint_every = self._choose_segment(checkpoint_every, memory_budget)
         self.segment_count = -(-self.frames // self.checkpoint_every)
+        # the controls every step reads: typed views of one fixed row, refilled per frame (a captured
+        # graph replays fixed addresses)
         self._control = model.control(requires_grad=False)
-        # fixed buffers the steps read their forces from (a captured graph replays fixed addresses)
-        self._frame_force = wp.zeros(model.particle_count, dtype=wp.vec3, device=model.device)
+        self._frame_control = wp.zeros(max(1, self.layout.control_size), dtype=float, device=model.device)
+        self._point_control(self._control, self._frame_control)
         self._graphs: dict = {}  # captured graphs, by what they run
         self._warm: set = set()  # what has run once uncaptured (modules loaded, per-state buffers allocated)
         self._seg_states = None  # allocated at the first backward pass, then reused
         self.last_contact_peak = None  # largest contact counts of the last forward pass
 
+    def _point_control(self, control, row) -> None:
+        for name, view in Layout.views(self.layout.control, row).items():
+            setattr(control, name, view)
+
     # ------------------------------------------------------------------ torch
-    def __call__(self, q0=None, qd0=None, particle_f=None, params=None):
+    def __call__(self, q0=None, qd0=None, particle_f=None, params=None, *, body_q0=None, body_qd0=None,
+                 body_f=None, joint_target_pos=None, joint_target_vel=None, joint_f=None):
         """Run the rollout on torch tensors; differentiable with ``loss.backward()``.
 
         Args:
-            q0, qd0: initial positions [m] and velocities [m/s], ``(N, 3)``;
+            q0, qd0: initial particle positions [m] and velocities [m/s], ``(N, 3)``;
                 default: the model's initial state (no gradient).
             particle_f: external force [N] per frame and particle, ``(T, N, 3)``,
                 held for the frame's substeps; default none.
             params: ``{name: tensor}`` for names declared in ``params=`` at
                 construction, each shaped like the model array (``(S,)`` for
                 ``spring_stiffness``, ``(tris, 3)`` for ``tri_materials``,
-                ``(1, 3)`` for ``gravity``, ...). ``particle_mass`` [kg] is
-                accepted in place of ``particle_inv_mass``.
+                ``(1, 3)`` for ``gravity``, ``(B, 3, 3)`` for ``body_inertia``, ...).
+                ``particle_mass`` / ``body_mass`` [kg] are accepted in place of the
+                inverse masses.
+            body_q0: initial body poses ``(B, 7)`` (position [m], quaternion (x, y, z, w));
+                body_qd0: initial body velocities ``(B, 6)`` (v of the com [m/s], omega
+                [rad/s], world); default: the model's.
+            body_f: external wrench per frame and body ``(T, B, 6)`` (force [N] at the com,
+                torque [N m], world).
+            joint_target_pos, joint_target_vel, joint_f: drive targets and efforts per
+                frame and joint degree of freedom, ``(T, model.joint_dof_count)``.
 
         Returns:
-            ``(q, qd)``: ``(T + 1, N, 3)`` tensors (``output="trajectory"``) or
-            ``(N, 3)`` (``output="final"``), float32, on the model's device.
+            For a model without bodies ``(q, qd)``: ``(T + 1, N, 3)`` tensors
+            (``output="trajectory"``) or ``(N, 3)`` (``output="final"``). For a model
+            with bodies a :class:`inertia.torch_bridge.RolloutResult` with
+            ``particle_q``, ``particle_qd`` (None without particles), ``body_q``
+            ``(T + 1, B, 7)`` and ``body_qd`` ``(T + 1, B, 6)``. Float32, on the
+            model's device.
         """
         from .torch_bridge import run_rollout
 
-        q, qd = run_rollout(self, q0, qd0, particle_f, params)
-        if self.output == "final":
-            return q[0], qd[0]
-        return q, qd
+        controls = {"particle_f": particle_f, "body_f": body_f, "joint_target_pos": joint_target_pos,
+                    "joint_target_vel": joint_target_vel, "joint_f": joint_f}
+        return run_rollout(self, {"particle_q": q0, "particle_qd": qd0, "body_q": body_q0, "body_qd": body_qd0},
+                           controls, params)
 
-    def step(self, q, qd, particle_f=None, params=None):
-        """One frame from ``(q, qd)`` under force ``particle_f`` ``(N, 3)``: the closed-loop building block.
+    def step(self, q=None, qd=None, particle_f=None, params=None, **bodies):
+        """One frame from the given state under one frame's controls: the closed-loop building block.
 
-        Build the rollout with ``frames=1``; a policy can then compute each
-        frame's forces from the state it returned (see examples/). Memory per
-        frame is the (q, qd) kept by autograd; the frame is re-simulated in
-        the backward pass.
+        Takes what ``__call__`` takes with the frame dimension left out (``particle_f``
+        ``(N, 3)``, ``body_f`` ``(B, 6)``, ``joint_target_pos`` ``(D,)``, ...) and returns the
+        next frame's state in the same structure (``(q, qd)`` or a ``RolloutResult``).
+        Build the rollout with ``frames=1``; a policy can then compute each frame's
+        controls from the state it returned (see examples/). Memory per frame is the
+        state kept by autograd; the frame is re-simulated in the backward pass.
         """
         if self.frames != 1:
             raise ValueError("Rollout.step() needs a rollout built with frames=1")
         f = None if particle_f is None else particle_f.unsqueeze(0)
-        q_out, qd_out = self(q, qd, f, params)
-        return (q_out, qd_out) if self.output == "final" else (q_out[-1], qd_out[-1])
+        per_frame = {k: (v.unsqueeze(0) if k in Layout.CONTROL_NAMES and v is not None else v)
+                     for k, v in bodies.items()}
+        out = self(q, qd, f, params, **per_frame)
+        if self.output == "final":
+            return out
+        last = [None if x is None else x[-1] for x in out]
+        return type(out)(*last) if hasattr(out, "_fields") else tuple(last)
 
     # ------------------------------------------------------------------ sizing
-    @staticmethod
-    def _warp_param_names(names):
-        return tuple("particle_inv_mass" if n == "particle_mass" else n for n in names)
-
     def _contact_bytes(self) -> int:
         # after a backward pass the per-step lists have the size the forward pass needed
-        soft, pairs = getattr(self, "_seg_caps", (self._fwd_contacts.soft_contact_max,
-                                                    self._fwd_contacts.particle_pair_max))
-        return 8 * max(1, soft) + 8 * max(1, pairs) + 8 + 8
+        c = self._fwd_contacts
+        soft, pairs, rpairs, rcontacts = getattr(self, "_seg_caps", (
+            c.soft_contact_max, c.particle_pair_max, c.rigid_pair_max, c.rigid_contact_max))
+        particle = 8 * max(1, soft) + 8 * max(1, pairs) + 8 + 8
+        # shape-shape: pairs (vec2i), then per contact two indices, a point and a thickness
+        rigid = 8 * max(1, rpairs) + 24 * max(1, rcontacts) + 8 if self.model.body_count else 0
+        return particle + rigid
 
     def memory_estimate(self, checkpoint_every: int | None = None) -> dict:
         """Bytes held for the backward pass with segments of ``checkpoint_every`` frames.
 
-        ``checkpoints``: saved (q, qd) per segment; ``segment``: the states (with
+        ``checkpoints``: saved states per segment; ``segment``: the states (with
         gradients), the solver's per-step buffers (XPBD's iterates) and the contact
         lists of one recorded segment (at the forward pass's capacities until a
         backward pass has sized them to the contacts found); ``trajectory``: the
@@ -233,13 +284,13 @@ class Rollout:
         hash grid (a fixed 2 MiB at the default 64^3 cells, shared by all steps).
         """
         k = self.checkpoint_every if checkpoint_every is None else int(checkpoint_every)
-        n = self.model.particle_count
+        row = 4 * self.layout.state_size
         seg_steps = k * self.substeps
-        ckpt = -(-self.frames // k) * n * 24
+        ckpt = -(-self.frames // k) * row
         solver_bytes = getattr(self.solver, "state_buffer_bytes", None)
         per_step = self._contact_bytes() + (solver_bytes(True) if solver_bytes else 0)
-        seg = (seg_steps + 1) * n * _STATE_BYTES_PER_PARTICLE * 2 + seg_steps * per_step
-        traj = (self.frames + 1 if self.output == "trajectory" else 1) * n * 24
+        seg = (seg_steps + 1) * self.layout.state_bytes(self.model) * 2 + seg_steps * per_step
+        traj = (self.frames + 1 if self.output == "trajectory" else 1) * row
         return {"checkpoints": ckpt, "segment": seg, "trajectory": traj, "total": ckpt + seg + traj}
 
     def _choose_segment(self, checkpoint_every, memory_budget) -> int:
@@ -287,67 +338,58 @@ class Rollout:
             a, b = b, a
         return a, b
 
-    def forward(self, q0: torch.Tensor, qd0: torch.Tensor, particle_f: torch.Tensor | None, params: dict):
-        """Simulate without a tape. Returns (q, qd, checkpoints); all fresh torch tensors.
+    def forward(self, x0: torch.Tensor, controls: torch.Tensor | None, params: dict):
+        """Simulate without a tape. Returns (trajectory, checkpoints); both fresh torch tensors.
 
-        ``q0``, ``qd0``: (N, 3) float32; ``particle_f``: (T, N, 3) float32 or None;
-        ``params``: model-array name -> float32 tensor. Already validated.
+        ``x0``: the packed initial state ``(S,)`` float32; ``controls``: packed per-frame
+        controls ``(T, C)`` float32 or None; ``params``: model-array name -> float32 tensor.
+        Already validated. The trajectory is ``(T + 1, S)`` (``(1, S)`` for ``output="final"``).
         """
-        model = self.model
-        n, T = model.particle_count, self.frames
-        dev = q0.device
+        S, T = self.layout.state_size, self.frames
+        dev = x0.device
         self._refresh_graphs()
         self._write_params(params)
-        ckpt = torch.empty((self.segment_count, 2, n, 3), dtype=torch.float32, device=dev)
-        frames_out = T + 1 if self.output == "trajectory" else 1
-        q_out = torch.empty((frames_out, n, 3), dtype=torch.float32, device=dev)
-        qd_out = torch.empty((frames_out, n, 3), dtype=torch.float32, device=dev)
-        ckpt_w, q_w, qd_w = _wp(ckpt.view(-1, n, 3)), _wp(q_out), _wp(qd_out)
-        f_w = None if particle_f is None else _wp(particle_f)
+        ckpt = torch.empty((self.segment_count, S), dtype=torch.float32, device=dev)
+        traj = torch.empty((T + 1 if self.output == "trajectory" else 1, S), dtype=torch.float32, device=dev)
+        ckpt_w, traj_w = _wp(ckpt), _wp(traj)
+        u_w = None if controls is None else _wp(controls)
 
         a, b = self._fwd
-        wp.copy(a.particle_q, _wp(q0))
-        wp.copy(a.particle_qd, _wp(qd0))
+        self.layout.copy_state_in(a, _wp(x0))
         if self.output == "trajectory":
-            wp.copy(q_w[0], a.particle_q)
-            wp.copy(qd_w[0], a.particle_qd)
+            self.layout.copy_state_out(traj_w[0], a)
         self.solver.step_count = 0
         solver_checks = self.solver.check_finite
         self.solver.check_finite = solver_checks or self.check_finite
         self._fwd_contacts.reset_peak()
         try:
-            self._forward_frames(a, b, f_w, ckpt_w, q_w, qd_w)
+            self._forward_frames(a, b, u_w, ckpt_w, traj_w)
         finally:
             self.solver.check_finite = solver_checks
         # one host read per rollout; the backward pass re-simulates the same steps, so it finds the same contacts
         self._fwd_contacts.check_overflow(since_reset=True)
         self.last_contact_peak = tuple(int(c) for c in self._fwd_contacts.peak_counts.numpy())
-        if not self.check_finite and not bool(torch.isfinite(q_out[-1]).all() and torch.isfinite(qd_out[-1]).all()):
+        if not self.check_finite and not bool(torch.isfinite(traj[-1]).all()):
             warnings.warn("the rollout produced NaN/inf (the simulation blew up: a smaller time step or softer "
                           "materials usually help); build the Rollout with check_finite=True to find the first "
                           "stage and step", RuntimeWarning, stacklevel=4)
-        return q_out, qd_out, ckpt
+        return traj, ckpt
 
-    def _forward_frames(self, a, b, f_w, ckpt_w, q_w, qd_w) -> None:
+    def _forward_frames(self, a, b, u_w, ckpt_w, traj_w) -> None:
         T, k = self.frames, self.checkpoint_every
-        self._control.particle_f = self._frame_force
-        if f_w is None:
-            self._frame_force.zero_()
+        if u_w is None:
+            self._frame_control.zero_()
         for frame in range(T):
             if frame % k == 0:
-                s = frame // k
-                wp.copy(ckpt_w[2 * s], a.particle_q)
-                wp.copy(ckpt_w[2 * s + 1], a.particle_qd)
-            if f_w is not None:
-                wp.copy(self._frame_force, f_w[frame])
+                self.layout.copy_state_out(ckpt_w[frame // k], a)
+            if u_w is not None:
+                wp.copy(self._frame_control, u_w[frame])
             a, b = self._run(("frame", a is self._fwd[0]), lambda a=a, b=b: self._simulate_frame(
                 a, b, self._control, self._fwd_contacts), result=(a, b) if self.substeps % 2 == 0 else (b, a))
             if self.output == "trajectory":
-                wp.copy(q_w[frame + 1], a.particle_q)
-                wp.copy(qd_w[frame + 1], a.particle_qd)
+                self.layout.copy_state_out(traj_w[frame + 1], a)
         if self.output == "final":
-            wp.copy(q_w[0], a.particle_q)
-            wp.copy(qd_w[0], a.particle_qd)
+            self.layout.copy_state_out(traj_w[0], a)
 
     def _graph_inputs(self) -> tuple:
         """The Python scalars a captured graph froze (dt, damping, contact settings, iterations, ...)."""
@@ -397,20 +439,21 @@ class Rollout:
         steps = self.checkpoint_every * self.substeps
         if self._seg_states is None:
             self._seg_states = [model.state(requires_grad=True) for _ in range(steps + 1)]
-            n = model.particle_count
-            self._carry = (wp.zeros(n, dtype=wp.vec3, device=model.device),
-                           wp.zeros(n, dtype=wp.vec3, device=model.device))
-            # the forces of the segment's frames, copied in per segment (gradients come out of here)
-            self._seg_force = wp.zeros((self.checkpoint_every, n), dtype=wp.vec3, device=model.device,
-                                       requires_grad=True)
+            self._carry = wp.zeros(self.layout.state_size, dtype=float, device=model.device)
+            # the controls of the segment's frames, copied in per segment (gradients come out of here)
+            self._seg_control = wp.zeros((self.checkpoint_every, max(1, self.layout.control_size)), dtype=float,
+                                         device=model.device, requires_grad=True)
+            self._seg_controls = [model.control(requires_grad=False) for _ in range(self.checkpoint_every)]
+            for i, control in enumerate(self._seg_controls):
+                self._point_control(control, self._seg_control[i])
         fwd = self._fwd_contacts
-        caps = (fwd.soft_contact_max, fwd.particle_pair_max)
+        caps = (fwd.soft_contact_max, fwd.particle_pair_max, fwd.rigid_pair_max, fwd.rigid_contact_max)
         if peak is not None:
-            caps = (min(caps[0], peak[0]), min(caps[1], peak[1]))
+            caps = tuple(min(c, p) for c, p in zip(caps, peak))
         have = getattr(self, "_seg_caps", None)
-        if have is None or caps[0] > have[0] or caps[1] > have[1]:
+        if have is None or any(c > h for c, h in zip(caps, have)):
             if have is not None:
-                caps = (max(caps[0], have[0]), max(caps[1], have[1]))
+                caps = tuple(max(c, h) for c, h in zip(caps, have))
             self._seg_contacts = [model.contacts(*caps) for _ in range(steps)]
             self._seg_caps = caps
             self._graphs.pop("segment", None)  # it replayed the old contact buffers
@@ -430,9 +473,8 @@ class Rollout:
         tape = wp.Tape()
         per_step = self.check_finite or self.record_grad_norms
         j = 0
-        control = self._control
         for frame in range(f0, f1):
-            control.particle_f = self._seg_force[frame - f0]
+            control = self._seg_controls[frame - f0]
             for _ in range(self.substeps):
                 if per_step:
                     tape = wp.Tape()
@@ -444,40 +486,38 @@ class Rollout:
                 j += 1
         return tapes
 
-    def backward(self, q0, qd0, particle_f, params: dict, ckpt, grad_q, grad_qd, need_control: bool,
-                 contact_peak=None):
-        """Adjoints of the initial state, controls and parameters, given the output adjoints.
+    def backward(self, x0, controls, params: dict, ckpt, grad_traj, need_control: bool, contact_peak=None):
+        """Adjoints of the initial state, controls and parameters, given the trajectory's adjoint.
 
+        ``grad_traj``: ``(T + 1, S)`` (or ``(1, S)`` for ``output="final"``) or None.
         ``contact_peak``: ``last_contact_peak`` of the forward pass being differentiated.
 
-        Returns ``(grad_q0, grad_qd0, grad_particle_f or None, {name: grad})`` as torch tensors.
+        Returns ``(grad_x0 (S,), grad_controls (T, C) or None, {name: grad})`` as torch tensors.
         """
         model = self.model
         self._refresh_graphs()
         saved = {name: wp.clone(getattr(model, name)) for name in params}
         try:
-            return self._backward(q0, qd0, particle_f, params, ckpt, grad_q, grad_qd, need_control, contact_peak)
+            return self._backward(x0, controls, params, ckpt, grad_traj, need_control, contact_peak)
         finally:
             for name in params:  # also when the backward pass raised (e.g. NonFiniteError)
                 wp.copy(getattr(model, name), saved[name])
 
-    def _backward(self, q0, qd0, particle_f, params, ckpt, grad_q, grad_qd, need_control, contact_peak):
-        model = self.model
-        n, T, k, S = model.particle_count, self.frames, self.checkpoint_every, self.substeps
-        dev = q0.device
+    def _backward(self, x0, controls, params, ckpt, grad_traj, need_control, contact_peak):
+        model, layout = self.model, self.layout
+        T, k, S = self.frames, self.checkpoint_every, self.substeps
         self._write_params(params)  # another forward may have changed them since
         for name in params:
             getattr(model, name).grad.zero_()
         states, _ = self._segment_buffers(contact_peak)
-        f_w = None if particle_f is None else _wp(particle_f.contiguous())
-        grad_f = torch.zeros_like(particle_f) if (particle_f is not None and need_control) else None
-        grad_f_w = None if grad_f is None else _wp(grad_f)
-        if f_w is None:
-            self._seg_force.zero_()
-        ckpt_w = _wp(ckpt.view(-1, n, 3))
-        gq_w = None if grad_q is None else _wp(grad_q.contiguous())
-        gqd_w = None if grad_qd is None else _wp(grad_qd.contiguous())
-        carry_q, carry_qd = self._carry
+        u_w = None if controls is None else _wp(controls.contiguous())
+        grad_u = torch.zeros_like(controls) if (controls is not None and need_control) else None
+        grad_u_w = None if grad_u is None else _wp(grad_u)
+        if u_w is None:
+            self._seg_control.zero_()
+        ckpt_w = _wp(ckpt)
+        g_w = None if grad_traj is None else _wp(grad_traj.contiguous())
+        carry = self._carry
         norms = np.zeros((T + 1, 2)) if self.record_grad_norms else None
 
         for s in reversed(range(self.segment_count)):
@@ -485,37 +525,30 @@ class Rollout:
             steps = (f1 - f0) * S
             for st in states[: steps + 1]:
                 st.zero_grad()  # and the solver's per-step buffers: their adjoints accumulate otherwise
-            self._seg_force.grad.zero_()
-            wp.copy(states[0].particle_q, ckpt_w[2 * s])
-            wp.copy(states[0].particle_qd, ckpt_w[2 * s + 1])
-            if f_w is not None:
+            self._seg_control.grad.zero_()
+            layout.copy_state_in(states[0], ckpt_w[s])
+            if u_w is not None:
                 for frame in range(f0, f1):
-                    wp.copy(self._seg_force[frame - f0], f_w[frame])
+                    wp.copy(self._seg_control[frame - f0], u_w[frame])
             # seed adjoints (the re-simulation writes values only, so seeding first is the same):
             # output adjoints at this segment's frames, the later segment's at its end
             for frame in range(f0, f1 + 1):
                 st = states[(frame - f0) * S]
                 if frame == f1 and f1 < T:
-                    wp.copy(st.particle_q.grad, carry_q)
-                    wp.copy(st.particle_qd.grad, carry_qd)
+                    layout.copy_grad_in(st, carry)
                     continue
                 row = frame if self.output == "trajectory" else (0 if frame == T else None)
-                if row is None:
-                    continue
-                if gq_w is not None:
-                    wp.copy(st.particle_q.grad, gq_w[row])
-                if gqd_w is not None:
-                    wp.copy(st.particle_qd.grad, gqd_w[row])
+                if row is not None and g_w is not None:
+                    layout.copy_grad_in(st, g_w[row])
             if norms is None and not self.check_finite and f1 - f0 == k:
                 # a full-length segment: always the same kernels on the same buffers, so capturable
                 self._run("segment", lambda f0=f0, f1=f1: self._record_segment(f0, f1)[0].backward())
             else:
                 self._run_backward(self._record_segment(f0, f1), f0, f1, norms)
-            wp.copy(carry_q, states[0].particle_q.grad)
-            wp.copy(carry_qd, states[0].particle_qd.grad)
-            if grad_f_w is not None:
+            layout.copy_grad_out(carry, states[0])
+            if grad_u_w is not None:
                 for frame in range(f0, f1):
-                    wp.copy(grad_f_w[frame], self._seg_force.grad[frame - f0])
+                    wp.copy(grad_u_w[frame], self._seg_control.grad[frame - f0])
 
         if norms is not None:
             self.grad_norms = norms
@@ -523,9 +556,7 @@ class Rollout:
         for name, value in params.items():
             g = wp.to_torch(getattr(model, name).grad).clone()
             grads[name] = g.reshape(value.shape)
-        grad_q0 = wp.to_torch(carry_q).clone().to(dev)
-        grad_qd0 = wp.to_torch(carry_qd).clone().to(dev)
-        return grad_q0, grad_qd0, grad_f, grads
+        return wp.to_torch(carry).clone().to(x0.device), grad_u, grads
 
     def _run_backward(self, tapes, f0, f1, norms) -> None:
         S = self.substeps
@@ -545,9 +576,12 @@ class Rollout:
         if norms is not None and f0 == 0:
             self._record_norm(norms, 0, self._seg_states[0])
 
-    @staticmethod
-    def _record_norm(norms, frame: int, state) -> None:
-        norms[frame] = (np.linalg.norm(state.particle_q.grad.numpy()), np.linalg.norm(state.particle_qd.grad.numpy()))
+    def _record_norm(self, norms, frame: int, state) -> None:
+        sq = np.zeros(2)
+        for f in self.layout.state:
+            g = getattr(state, f.name).grad.numpy().astype(np.float64)
+            sq[1 if f.name in Layout.VELOCITIES else 0] += float((g * g).sum())
+        norms[frame] = np.sqrt(sq)
 
     @staticmethod
     def _backward_checked(tape, frame: int, substep: int) -> None:

@@ -16,35 +16,54 @@ inputs that require it. What the bridge guarantees:
   the call (that is where the solver reads them); ``particle_mass`` is
   written as ``particle_inv_mass``.
 * Bad input is refused with a clear message: wrong shape, non-float dtype,
-  another device, NaN/inf, negative masses.
+  another device, NaN/inf, negative masses, inputs for bodies or particles the
+  model does not have, an inertia that is not symmetric positive definite.
+
+The autograd function itself sees packed rows (:mod:`inertia.rollout_layout`):
+one flat initial state, one flat control row per frame; packing and unpacking
+are torch operations, so gradients reach each named input and output.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import torch
 import warp as wp
+
+from .rollout_layout import Layout
+
+RolloutResult = namedtuple("RolloutResult", "particle_q particle_qd body_q body_qd")
+RolloutResult.__doc__ = """States of a rollout of a model with bodies: each ``(T + 1, count, width)`` (or one frame).
+
+``particle_q`` / ``particle_qd`` are None for a model without particles; ``body_q`` is
+``(..., B, 7)`` (position, quaternion (x, y, z, w)), ``body_qd`` ``(..., B, 6)`` (v of the com,
+omega; world)."""
+
+# the argument names users pass for each state array
+_STATE_ARGS = {"particle_q": "q0", "particle_qd": "qd0", "body_q": "body_q0", "body_qd": "body_qd0"}
 
 
 class _RolloutFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, rollout, names, q0, qd0, particle_f, *values):
+    def forward(ctx, rollout, names, x0, controls, *values):
         params = dict(zip(names, values))
-        q, qd, ckpt = rollout.forward(q0, qd0, particle_f, params)
+        traj, ckpt = rollout.forward(x0, controls, params)
         ctx.rollout, ctx.names, ctx.ckpt = rollout, names, ckpt
         ctx.contact_peak = rollout.last_contact_peak
-        ctx.save_for_backward(q0, qd0, particle_f, *values)
-        return q, qd
+        ctx.save_for_backward(x0, controls, *values)
+        return traj
 
     @staticmethod
-    def backward(ctx, grad_q, grad_qd):
-        q0, qd0, particle_f, *values = ctx.saved_tensors
+    def backward(ctx, grad_traj):
+        x0, controls, *values = ctx.saved_tensors
         need = ctx.needs_input_grad
-        gq0, gqd0, gf, gparams = ctx.rollout.backward(
-            q0, qd0, particle_f, dict(zip(ctx.names, values)), ctx.ckpt, grad_q, grad_qd,
-            need_control=particle_f is not None and need[4], contact_peak=ctx.contact_peak,
+        gx0, gu, gparams = ctx.rollout.backward(
+            x0, controls, dict(zip(ctx.names, values)), ctx.ckpt, grad_traj,
+            need_control=controls is not None and need[3], contact_peak=ctx.contact_peak,
         )
-        grads = [gparams[n] if need[5 + i] else None for i, n in enumerate(ctx.names)]
-        return (None, None, gq0 if need[2] else None, gqd0 if need[3] else None, gf, *grads)
+        grads = [gparams[n] if need[4 + i] else None for i, n in enumerate(ctx.names)]
+        return (None, None, gx0 if need[2] else None, gu, *grads)
 
 
 def _as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:
@@ -63,23 +82,79 @@ def _as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:
 
 
 def _param_shape(model, name: str) -> tuple:
-    a = getattr(model, "particle_inv_mass" if name == "particle_mass" else name)
+    a = getattr(model, name)
     return tuple(a.shape) + tuple(getattr(a.dtype, "_shape_", ()))
 
 
-def run_rollout(rollout, q0=None, qd0=None, particle_f=None, params=None):
+def _inverse_where_positive(x: torch.Tensor) -> torch.Tensor:
+    """1 / x where x > 0, else 0 (mass 0 stays kinematic); differentiable."""
+    safe = torch.where(x > 0, x, torch.ones_like(x))
+    return torch.where(x > 0, 1.0 / safe, torch.zeros_like(x))
+
+
+def _param_values(model, name: str, value: torch.Tensor) -> list:
+    """The (model array, value) pairs a user parameter writes; derived values computed in torch."""
+    if name == "particle_radius" and bool((value > model.particle_max_radius).any()):
+        # collision detection sizes its search (hash-grid cells, query radius) from finalize()'s radii
+        raise ValueError(f"params['particle_radius'] exceeds the largest radius the model was built with "
+                         f"({model.particle_max_radius} m): contacts would be missed; build the model with the "
+                         "largest radius you will use")
+    if name in ("particle_mass", "particle_inv_mass", "body_mass", "body_inv_mass") and bool((value < 0).any()):
+        raise ValueError(f"params['{name}'] has negative entries (0 means kinematic)")
+    if name == "particle_mass":
+        return [("particle_inv_mass", _inverse_where_positive(value))]
+    if name == "body_mass":
+        dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
+        if bool((dynamic & (value <= 0)).any()):
+            raise ValueError("params['body_mass'] must be > 0 for dynamic bodies")
+        return [("body_mass", value), ("body_inv_mass", torch.where(dynamic, _inverse_where_positive(value),
+                                                                     torch.zeros_like(value)))]
+    if name == "body_inertia":
+        dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
+        if not torch.allclose(value, value.transpose(-1, -2), rtol=1e-5, atol=1e-8):
+            raise ValueError("params['body_inertia'] must be symmetric")
+        if bool(dynamic.any()) and not bool((torch.linalg.eigvalsh(value[dynamic].detach()) > 0).all()):
+            raise ValueError("params['body_inertia'] must be positive definite for dynamic bodies")
+        inverse = torch.zeros_like(value)
+        inverse[dynamic] = torch.linalg.inv(value[dynamic])
+        return [("body_inertia", value), ("body_inv_inertia", inverse)]
+    return [(name, value)]
+
+
+def run_rollout(rollout, states: dict, controls: dict, params):
     """Differentiable rollout over torch tensors; see :meth:`inertia.Rollout.__call__`."""
-    model = rollout.model
+    from .rollout import PARAM_ALIASES
+
+    model, layout = rollout.model, rollout.layout
     dev = model.torch_device
-    n = model.particle_count
-    if q0 is None:
-        q0 = wp.to_torch(model.particle_q).clone()
-    if qd0 is None:
-        qd0 = wp.to_torch(model.particle_qd).clone()
-    q0 = _as_input("q0", q0, (n, 3), dev)
-    qd0 = _as_input("qd0", qd0, (n, 3), dev)
-    if particle_f is not None:
-        particle_f = _as_input("particle_f", particle_f, (rollout.frames, n, 3), dev)
+    T = rollout.frames
+    for name, t in states.items():
+        if t is not None and name not in layout.state_names:
+            raise ValueError(f"{_STATE_ARGS[name]} was given but the model has no "
+                             f"{'bodies' if name.startswith('body') else 'particles'}")
+    for name, t in controls.items():
+        if t is not None and name not in layout.control_names:
+            raise ValueError(f"{name} was given but the model has no "
+                             f"{'joints' if name.startswith('joint') else name.split('_')[0] + 's'}")
+    x = {}
+    for f in layout.state:
+        t = states.get(f.name)
+        if t is None:
+            t = wp.to_torch(getattr(model, f.name)).detach().clone().reshape(f.shape())
+        t = _as_input(_STATE_ARGS[f.name], t, f.shape(), dev)
+        if f.name == "body_q" and bool(((torch.linalg.norm(t[:, 3:].detach(), dim=1) - 1.0).abs() > 1e-2).any()):
+            # the first step normalizes them; far from unit length the input is a mistake, not rounding
+            raise ValueError("body_q0 quaternions must have unit length (x, y, z, w); normalize them")
+        x[f.name] = t
+    x0 = layout.pack(layout.state, x, None, dev)
+    u0 = None
+    if any(controls.get(f.name) is not None for f in layout.control):
+        u = {}
+        for f in layout.control:
+            t = controls.get(f.name)
+            u[f.name] = (torch.zeros((T,) + f.shape(), dtype=torch.float32, device=dev) if t is None
+                         else _as_input(f.name, t, (T,) + f.shape(), dev))
+        u0 = layout.pack(layout.control, u, T, dev)
 
     params = dict(params or {})
     unknown = set(params) - set(rollout.param_names)
@@ -89,29 +164,23 @@ def run_rollout(rollout, q0=None, qd0=None, particle_f=None, params=None):
     names, values = [], []
     for name in rollout.param_names:
         if name not in params:
-            # Not passed: this call simulates with the model's current value. Snapshot it, so
-            # that this graph's backward pass re-simulates with it even if a later call changes
-            # the model's array (a constant: no gradient).
-            warp_name = "particle_inv_mass" if name == "particle_mass" else name
-            names.append(warp_name)
-            values.append(wp.to_torch(getattr(model, warp_name)).detach().clone().reshape(
-                _param_shape(model, warp_name)))
+            # Not passed: this call simulates with the model's current values. Snapshot them, so
+            # that this graph's backward pass re-simulates with them even if a later call changes
+            # the model's arrays (constants: no gradient).
+            for warp_name in PARAM_ALIASES.get(name, (name,)):
+                names.append(warp_name)
+                values.append(wp.to_torch(getattr(model, warp_name)).detach().clone().reshape(
+                    _param_shape(model, warp_name)))
             continue
-        value = _as_input(f"params[{name!r}]", params[name], _param_shape(model, name), dev)
-        if name == "particle_radius" and bool((value > model.particle_max_radius).any()):
-            # collision detection sizes its search (hash-grid cells, query radius) from finalize()'s radii
-            raise ValueError(f"params['particle_radius'] exceeds the largest radius the model was built with "
-                             f"({model.particle_max_radius} m): contacts would be missed; build the model with the "
-                             "largest radius you will use")
-        if name == "particle_inv_mass" and bool((value < 0).any()):
-            raise ValueError("params['particle_inv_mass'] has negative entries (0 means kinematic)")
-        if name == "particle_mass":
-            if bool((value < 0).any()):
-                raise ValueError("params['particle_mass'] has negative entries (0 means kinematic)")
-            # inverse mass is what the kernels read; mass 0 stays kinematic (inverse 0)
-            value = torch.where(value > 0, 1.0 / torch.where(value > 0, value, torch.ones_like(value)),
-                                torch.zeros_like(value))
-            name = "particle_inv_mass"
-        names.append(name)
-        values.append(value)
-    return _RolloutFunction.apply(rollout, tuple(names), q0, qd0, particle_f, *values)
+        shape = _param_shape(model, PARAM_ALIASES.get(name, (name,))[0])
+        value = _as_input(f"params[{name!r}]", params[name], shape, dev)
+        for warp_name, v in _param_values(model, name, value):
+            names.append(warp_name)
+            values.append(v)
+    traj = _RolloutFunction.apply(rollout, tuple(names), x0, u0, *values)
+    parts = Layout.unpack(layout.state, traj)
+    if rollout.output == "final":
+        parts = {k: v[0] for k, v in parts.items()}
+    if model.body_count == 0:
+        return parts["particle_q"], parts["particle_qd"]
+    return RolloutResult(parts.get("particle_q"), parts.get("particle_qd"), parts["body_q"], parts["body_qd"])

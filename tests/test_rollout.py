@@ -121,7 +121,9 @@ def test_memory_budget_and_default_segment_length():
 
 
 # ------------------------------------------------------------------ gradients vs finite differences
-ABSOLUTE_STEP = {"q0": 1e-3, "qd0": 1e-3, "spring_rest_length": 1e-3, "particle_f": 3e-2}
+ABSOLUTE_STEP = {"q0": 1e-3, "qd0": 1e-3, "spring_rest_length": 1e-3, "particle_f": 3e-2,
+                 "body_q0": 1e-3, "body_qd0": 1e-3, "body_f": 3e-2,
+                 "body_inertia": 1e-4}  # (the smallest moment in test_rollout_bodies is 3.6e-3 kg m^2)
 
 
 def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, eps_rel=1e-2, step_scale=1.0):

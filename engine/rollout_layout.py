@@ -1,0 +1,122 @@
+"""How a rollout packs a model's state and per-frame controls into flat float32 rows.
+
+A rollout moves whole states between Warp and torch: checkpoints, outputs,
+adjoints. Packing every state array the model has (particle positions and
+velocities, body poses and velocities) into one float32 row per frame keeps
+that code the same for particle, rigid and mixed models: a row is cut into
+typed Warp views, one per array, with no copies. Controls (per-frame
+particle forces, body wrenches, joint targets and efforts) are packed the
+same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # the State / Control attribute
+    dtype: type  # its Warp dtype
+    width: int  # floats per entry
+    count: int  # entries
+    offset: int  # where it starts in a packed row
+
+    @property
+    def size(self) -> int:
+        return self.width * self.count
+
+    def shape(self) -> tuple:
+        """The torch shape of one frame of this field (as users pass and receive it)."""
+        return (self.count,) if self.width == 1 else (self.count, self.width)
+
+
+def _layout(specs) -> tuple:
+    fields, offset = [], 0
+    for name, dtype, width, count in specs:
+        if count:
+            fields.append(Field(name, dtype, width, count, offset))
+            offset += width * count
+    return tuple(fields), offset
+
+
+class Layout:
+    """The packed state and control rows of one model."""
+
+    # state arrays, in row order; "velocity" ones are reported with the velocities (grad_norms)
+    STATE = (("particle_q", wp.vec3, 3), ("particle_qd", wp.vec3, 3), ("body_q", wp.transform, 7),
+             ("body_qd", wp.spatial_vector, 6))
+    VELOCITIES = ("particle_qd", "body_qd")
+    CONTROL = (("particle_f", wp.vec3, 3), ("body_f", wp.spatial_vector, 6), ("joint_target_pos", wp.float32, 1),
+               ("joint_target_vel", wp.float32, 1), ("joint_f", wp.float32, 1))
+    CONTROL_NAMES = tuple(c[0] for c in CONTROL)
+
+    def __init__(self, model):
+        counts = {"particle": model.particle_count, "body": model.body_count, "joint": model.joint_dof_count}
+        self.state, self.state_size = _layout(
+            (n, d, w, counts[n.split("_")[0]]) for n, d, w in self.STATE)
+        self.control, self.control_size = _layout(
+            (n, d, w, counts[n.split("_")[0]]) for n, d, w in self.CONTROL)
+        self.state_names = tuple(f.name for f in self.state)
+        self.control_names = tuple(f.name for f in self.control)
+
+    @staticmethod
+    def views(fields, row: wp.array) -> dict:
+        """Typed Warp views of a flat float32 Warp array ``row``, one per field (no copies).
+
+        When ``row`` has a gradient, each view's gradient is the matching part of it, so
+        adjoints that kernels accumulate into a view land in ``row.grad``. The views do not
+        own memory: keep ``row`` alive as long as them.
+        """
+        out = {}
+        for f in fields:
+            part = row[f.offset: f.offset + f.size]
+            if f.width == 1:
+                out[f.name] = part
+                continue
+            grad = None
+            if part.grad is not None:
+                grad = wp.array(ptr=part.grad.ptr, dtype=f.dtype, shape=(f.count,), device=part.device, copy=False)
+            out[f.name] = wp.array(ptr=part.ptr, dtype=f.dtype, shape=(f.count,), device=part.device, copy=False,
+                                   grad=grad)
+        return out
+
+    def copy_state_in(self, state, row: wp.array) -> None:
+        for name, view in self.views(self.state, row).items():
+            wp.copy(getattr(state, name), view)
+
+    def copy_state_out(self, row: wp.array, state) -> None:
+        for name, view in self.views(self.state, row).items():
+            wp.copy(view, getattr(state, name))
+
+    def copy_grad_in(self, state, row: wp.array) -> None:
+        for name, view in self.views(self.state, row).items():
+            wp.copy(getattr(state, name).grad, view)
+
+    def copy_grad_out(self, row: wp.array, state) -> None:
+        for name, view in self.views(self.state, row).items():
+            wp.copy(view, getattr(state, name).grad)
+
+    def state_bytes(self, model) -> int:
+        """Bytes of one State of ``model`` (every array, the force accumulators and joint coordinates too)."""
+        return 4 * (self.state_size + 3 * model.particle_count + 6 * model.body_count
+                    + model.joint_coord_count + model.joint_dof_count)
+
+    def pack(self, fields, values: dict, rows: int | None, device) -> torch.Tensor:
+        """``(rows, size)`` (or ``(size,)`` when ``rows`` is None) float32 from ``{name: tensor}`` (differentiable)."""
+        parts = []
+        for f in fields:
+            lead = () if rows is None else (rows,)
+            parts.append(values[f.name].reshape(lead + (f.size,)))
+        if not parts:
+            return torch.zeros(() if rows is None else (rows, 0), dtype=torch.float32, device=device)
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def unpack(fields, packed: torch.Tensor) -> dict:
+        """Views of a packed ``(..., size)`` tensor shaped per field as users see them."""
+        lead = packed.shape[:-1]
+        return {f.name: packed[..., f.offset: f.offset + f.size].reshape(lead + f.shape()) for f in fields}

@@ -1,0 +1,151 @@
+"""inertia.Rollout with rigid bodies: torch gradients vs central differences, checkpointing, outputs, errors.
+
+The references are central differences of the same float32 rollout along a
+random direction (``_directional_check`` of test_rollout.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import inertia
+from conftest import DEVICE
+from test_rollout import _directional_check, weights
+
+FRAME_DT = 1.0 / 60.0
+
+
+def tumbling_bodies(requires_grad=True, particles=False):
+    """Two free boxes under gravity, tumbling; optionally a particle beside them (a mixed model)."""
+    b = inertia.ModelBuilder()
+    b0 = b.add_body(xform=((0.0, 0.0, 1.0), (0.1, 0.0, 0.0, 1.0)), linear_velocity=(0.5, 0.0, 1.0),
+                    angular_velocity=(0.0, 2.0, 0.5), label="a")
+    b.add_shape_box(b0, hx=0.2, hy=0.1, hz=0.05, density=500.0)
+    b1 = b.add_body(xform=((1.0, 0.0, 1.0), (0.0, 0.0, 0.3, 1.0)), linear_velocity=(0.0, -0.3, 0.0),
+                    angular_velocity=(1.0, 0.0, -1.0), com=(0.02, 0.0, 0.0), label="b")
+    b.add_shape_capsule(b1, radius=0.05, half_height=0.2, density=800.0)
+    if particles:
+        b.add_particle((0.0, 1.0, 1.0), vel=(0.0, 0.0, 0.5), mass=0.5)
+    return b.finalize(device=DEVICE, requires_grad=requires_grad)
+
+
+def body_loss(out, wq, wqd):
+    return (out.body_q.double() * wq.double()).sum() + (out.body_qd.double() * wqd.double()).sum()
+
+
+def test_body_rollout_matches_the_plain_step_loop():
+    model = tumbling_bodies()
+    frames, substeps = 6, 4
+    control = model.control()
+    wrench = np.array([[1.0, 0.0, 2.0, 0.01, 0.0, -0.02], [0.0, 0.5, 0.0, 0.0, 0.03, 0.0]], dtype=np.float32)
+    control.body_f.assign(wrench)
+    solver = inertia.SemiImplicitSolver(model)
+    s0, s1 = model.state(), model.state()
+    expected = [s0.body_q.numpy().copy()]
+    for _ in range(frames):
+        for _ in range(substeps):
+            solver.step(s0, s1, control, None, FRAME_DT / substeps)
+            s0, s1 = s1, s0
+        expected.append(s0.body_q.numpy().copy())
+    ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), frames, FRAME_DT, substeps)
+    out = ro(body_f=torch.tensor(wrench).expand(frames, 2, 6))
+    assert isinstance(out, inertia.torch_bridge.RolloutResult) and out.particle_q is None
+    assert out.body_q.shape == (frames + 1, 2, 7) and out.body_qd.shape == (frames + 1, 2, 6)
+    assert np.array_equal(out.body_q.numpy(), np.stack(expected))
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_body_gradients_are_bitwise_the_same_for_every_checkpoint_length(capture):
+    model = tumbling_bodies()
+    frames = 9
+    results = []
+    for k in (1, 4, frames):
+        ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), frames, FRAME_DT, 3,
+                             params=("body_mass",), checkpoint_every=k, capture=capture)
+        qd0 = torch.tensor(model.body_qd.numpy(), requires_grad=True)
+        f = (0.5 * weights((frames, 2, 6), 4)).requires_grad_(True)
+        mass = torch.tensor(model.body_mass.numpy(), requires_grad=True)
+        for _ in range(2):  # the second call replays captured graphs
+            for t in (qd0, f, mass):
+                t.grad = None
+            out = ro(body_qd0=qd0, body_f=f, params={"body_mass": mass})
+            body_loss(out, weights(out.body_q.shape, 1), weights(out.body_qd.shape, 2)).backward()
+        results.append([out.body_q.detach(), qd0.grad, f.grad, mass.grad])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)
+
+
+def test_body_gradients_match_central_differences():
+    model = tumbling_bodies()
+    frames = 20
+    ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), frames, FRAME_DT, 4,
+                         params=("body_mass", "body_inertia", "gravity"), checkpoint_every=5)
+    q0 = torch.tensor(model.body_q.numpy())
+    inputs = {"body_q0": q0, "body_qd0": torch.tensor(model.body_qd.numpy()),
+              "body_f": 0.5 * weights((frames, 2, 6), 7), "body_mass": torch.tensor(model.body_mass.numpy()),
+              "body_inertia": torch.tensor(model.body_inertia.numpy()), "gravity": torch.tensor([[0.0, 0.0, -9.81]])}
+    wq, wqd = weights((frames + 1, 2, 7), 11), weights((frames + 1, 2, 6), 12)
+
+    def run(x):
+        inertia_sym = 0.5 * (x["body_inertia"] + x["body_inertia"].transpose(1, 2))  # random directions are not
+        out = ro(body_q0=x["body_q0"], body_qd0=x["body_qd0"], body_f=x["body_f"],
+                 params={"body_mass": x["body_mass"], "body_inertia": inertia_sym, "gravity": x["gravity"]})
+        return body_loss(out, wq, wqd)
+
+    leaves = {k: v.clone().requires_grad_(True) for k, v in inputs.items()}
+    run(leaves).backward()
+    grads = {k: v.grad for k, v in leaves.items()}
+    _directional_check(model, inputs, grads, run, seed=3, rel_tol=1e-2)
+
+
+def test_mixed_model_returns_particles_and_bodies():
+    model = tumbling_bodies(particles=True)
+    ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), 5, FRAME_DT, 2, output="final")
+    qd0 = torch.zeros(1, 3, requires_grad=True)
+    out = ro(qd0=qd0)
+    assert out.particle_q.shape == (1, 3) and out.body_q.shape == (2, 7)
+    (out.particle_q[0, 2] + out.body_q[0, 2]).backward()
+    # dz/dvz of a free particle after t seconds is t
+    assert float(qd0.grad[0, 2]) == pytest.approx(5 * FRAME_DT, rel=1e-5)
+
+
+def test_closed_loop_step_with_bodies_matches_the_open_loop_rollout():
+    model = tumbling_bodies()
+    frames = 4
+    f = 0.5 * weights((frames, 2, 6), 9)
+    full = inertia.Rollout(model, inertia.SemiImplicitSolver(model), frames, FRAME_DT, 2)(body_f=f)
+    one = inertia.Rollout(model, inertia.SemiImplicitSolver(model), 1, FRAME_DT, 2)
+    q, qd = torch.tensor(model.body_q.numpy()), torch.tensor(model.body_qd.numpy())
+    for t in range(frames):
+        out = one.step(body_q0=q, body_qd0=qd, body_f=f[t])
+        q, qd = out.body_q, out.body_qd
+    assert torch.equal(q, full.body_q[-1]) and torch.equal(qd, full.body_qd[-1])
+
+
+def test_bad_body_inputs_are_refused_clearly():
+    model = tumbling_bodies()
+    ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), 3, FRAME_DT, params=("body_mass", "body_inertia"))
+    with pytest.raises(ValueError, match="body_q0 has shape"):
+        ro(body_q0=torch.zeros(2, 6))
+    with pytest.raises(ValueError, match="quaternions must have unit length"):
+        ro(body_q0=torch.tensor([[0, 0, 0, 0, 0, 0, 2.0]] * 2))
+    with pytest.raises(ValueError, match="body_f has shape"):
+        ro(body_f=torch.zeros(2, 2, 6))
+    with pytest.raises(ValueError, match="q0 was given but the model has no particles"):
+        ro(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="joint_target_pos was given but the model has no joints"):
+        ro(joint_target_pos=torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="must be > 0 for dynamic bodies"):
+        ro(params={"body_mass": torch.tensor([1.0, 0.0])})
+    with pytest.raises(ValueError, match="positive definite"):
+        ro(params={"body_inertia": torch.zeros(2, 3, 3)})
+    with pytest.raises(ValueError, match="declare body_mass or body_inv_mass, not both"):
+        inertia.Rollout(model, inertia.SemiImplicitSolver(model), 3, FRAME_DT, params=("body_mass", "body_inv_mass"))
+    b = inertia.ModelBuilder()
+    b.add_particle((0, 0, 1))
+    particles = b.finalize(device=DEVICE)
+    with pytest.raises(ValueError, match="body_q0 was given but the model has no bodies"):
+        inertia.Rollout(particles, inertia.SemiImplicitSolver(particles), 3, FRAME_DT)(body_q0=torch.zeros(1, 7))

@@ -15,7 +15,7 @@ import warp as wp
 
 from .contacts import Contacts
 from .model_rigid import add_rigid_arrays
-from .types import GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
+from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
 from .state import Control, State
 from .tape_guard import recording_tape as _recording_tape
 
@@ -43,7 +43,8 @@ def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
 
 
 _CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
-                    "particle_pair_count", "particle_pair")
+                    "particle_pair_count", "particle_pair", "rigid_contact_count", "rigid_contact_shape0",
+                    "rigid_contact_shape1", "rigid_contact_point0", "rigid_contact_thickness0")
 
 
 
@@ -286,21 +287,27 @@ class Model:
         Defaults: ``particle_count * min(shape_count, 4)`` particle-shape contacts,
         ``particle_count * 12`` particle pairs (enough for dense packing plus margin),
         ``n * (planes + 8)`` shape-shape candidate pairs for the n shapes on bodies
-        (each touching up to 8 others and every plane), and 8 contact points per pair.
+        (each touching up to 8 others and every plane), and 8 contact points per pair
+        (a box on a plane uses 4, two boxes face to face 8, the most a pair of boxes can
+        request is 40) plus, for each mesh on a body, its vertex count per plane and once
+        more (mesh-plane and mesh-box contacts test every vertex).
         """
         if soft_contact_max is None:
             soft_contact_max = self.particle_count * min(self.shape_count, 4)
         if particle_pair_max is None:
             particle_pair_max = self.particle_count * 12 if self.particle_collide else 0
-        if rigid_pair_max is None:
+        if rigid_pair_max is None or rigid_contact_max is None:
             body = self.shape_body.numpy()
-            flags = self.shape_flags.numpy()
             kinds = self.shape_type.numpy()
-            collides = (flags & SHAPE_FLAG_COLLIDE_SHAPES) != 0
+            collides = (self.shape_flags.numpy() & SHAPE_FLAG_COLLIDE_SHAPES) != 0
             planes = int(np.count_nonzero(collides & (kinds == GEO_PLANE)))
+        if rigid_pair_max is None:
             rigid_pair_max = int(np.count_nonzero(collides & (body >= 0))) * (planes + 8)
         if rigid_contact_max is None:
-            rigid_contact_max = 8 * rigid_pair_max
+            mesh_shapes = np.flatnonzero(kinds == GEO_MESH)  # model.shape_meshes holds their meshes in this order
+            vertices = sum(int(mesh.points.shape[0]) for s, mesh in zip(mesh_shapes, self.shape_meshes)
+                           if collides[s] and body[s] >= 0)
+            rigid_contact_max = 8 * rigid_pair_max + vertices * (planes + 1)
         caps = (soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max)
         if min(caps) < 0:
             raise ValueError(f"contact capacities must be >= 0, got {caps}")

@@ -67,21 +67,14 @@ class Layout:
     def views(fields, row: wp.array) -> dict:
         """Typed Warp views of a flat float32 Warp array ``row``, one per field (no copies).
 
-        When ``row`` has a gradient, each view's gradient is the matching part of it, so
-        adjoints that kernels accumulate into a view land in ``row.grad``. The views do not
-        own memory: keep ``row`` alive as long as them.
+        Slices of ``row`` reinterpreted with ``array.view``, so they keep a reference to it
+        (graph capture resolves their addresses inside its allocation) and, when ``row`` has
+        a gradient, their gradients are the matching parts of ``row.grad``.
         """
         out = {}
         for f in fields:
             part = row[f.offset: f.offset + f.size]
-            if f.width == 1:
-                out[f.name] = part
-                continue
-            grad = None
-            if part.grad is not None:
-                grad = wp.array(ptr=part.grad.ptr, dtype=f.dtype, shape=(f.count,), device=part.device, copy=False)
-            out[f.name] = wp.array(ptr=part.ptr, dtype=f.dtype, shape=(f.count,), device=part.device, copy=False,
-                                   grad=grad)
+            out[f.name] = part if f.width == 1 else part.reshape((f.count, f.width)).view(f.dtype)
         return out
 
     def copy_state_in(self, state, row: wp.array) -> None:

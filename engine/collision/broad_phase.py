@@ -1,0 +1,458 @@
+"""Shape-shape broad phase: the unordered shape pairs whose bounding boxes come within the contact margin.
+
+Each collidable shape gets a world AABB from its current pose (its body's pose
+times its local pose): exact per type for spheres, boxes, capsules and
+cylinders, the bounding sphere ``model.shape_radius`` about the origin for
+meshes, grown by ``model.rigid_contact_margin`` on every side.
+
+Finite shapes go through a sweep and prune along one axis, the axis along
+which the shape centres spread most (chosen on the device each call). The sort
+key is (world, lower bound on that axis), so the worlds of a many-world model
+are swept separately even when they sit on top of each other; shapes of the
+shared world -1 are met by every world through a second sweep over their
+segment, which stops early with the running maximum of its upper bounds. Work
+is O(n log n) sort plus the pairs that overlap along the axis (not n^2: 1,000
+boxes on a grid test a few tens of thousands of pairs, not 500,000).
+
+Planes (infinite, always static) are not swept: every finite shape is tested
+against every plane, and kept when its AABB reaches the plane's positive side
+within the margin.
+
+A pair is kept (written once into ``contacts.rigid_pair`` as (lower index,
+higher index)) when the AABBs overlap and all of these filters pass:
+
+- both shapes have ``SHAPE_FLAG_COLLIDE_SHAPES``;
+- they are on different bodies (two static shapes share "body" -1);
+- at least one is on a dynamic body (``body_inv_mass > 0``): static and
+  kinematic shapes never need contact between themselves;
+- worlds: ``shape_world`` -1 (shared) meets every world, otherwise only equal worlds;
+- collision bits: ``(group_a & mask_b) != 0`` and ``(group_b & mask_a) != 0``;
+- the body pair is not in ``model.body_exclusion_offsets`` / ``body_exclusions``
+  (a joint's parent and child unless the joint was added with ``collide_parent=True``).
+
+``rigid_pair_count`` counts every pair requested, also past the capacity, so
+``Contacts.check_overflow`` reports an undersized buffer. The buffers of the
+sweep belong to the model (allocated on its first ``collide``), so that
+``collide`` allocates nothing afterwards and can be captured in a graph.
+
+Not differentiated: the broad phase only selects pairs (its kernels are not
+recorded on a ``wp.Tape``); the solvers recompute every contact's geometry
+from the current poses, and the gradients flow through that.
+"""
+
+from __future__ import annotations
+
+import weakref
+import warnings
+
+import numpy as np
+import warp as wp
+
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
+
+wp.set_module_options({"enable_backward": False})
+
+# sort key of shapes that are not swept (planes, shapes that do not collide with shapes): after every world
+NOT_SWEPT = wp.constant(wp.int64(1 << 62))
+SEGMENT_BITS = wp.constant(wp.int64(32))
+LOW_MASK = wp.constant(wp.int64(0xFFFFFFFF))
+
+
+@wp.struct
+class ShapeFilter:
+    """What decides whether two shapes may collide at all (see the module docstring)."""
+
+    shape_body: wp.array(dtype=wp.int32)
+    shape_flags: wp.array(dtype=wp.int32)
+    shape_world: wp.array(dtype=wp.int32)
+    shape_group: wp.array(dtype=wp.int32)
+    shape_mask: wp.array(dtype=wp.int32)
+    body_inv_mass: wp.array(dtype=float)
+    exclusion_offsets: wp.array(dtype=wp.int32)
+    exclusions: wp.array(dtype=wp.int32)
+
+
+@wp.func
+def body_is_dynamic(f: ShapeFilter, body: int):
+    return body >= 0 and f.body_inv_mass[body] > 0.0
+
+
+@wp.func
+def bodies_excluded(f: ShapeFilter, a: int, b: int):
+    for k in range(f.exclusion_offsets[a], f.exclusion_offsets[a + 1]):
+        if f.exclusions[k] == b:
+            return True
+    return False
+
+
+@wp.func
+def shapes_may_collide(f: ShapeFilter, a: int, b: int):
+    """The filters of the module docstring, for shapes ``a`` and ``b`` (everything but their geometry)."""
+    if (f.shape_flags[a] & SHAPE_FLAG_COLLIDE_SHAPES) == 0 or (f.shape_flags[b] & SHAPE_FLAG_COLLIDE_SHAPES) == 0:
+        return False
+    ba = f.shape_body[a]
+    bb = f.shape_body[b]
+    if ba == bb:
+        return False
+    if not (body_is_dynamic(f, ba) or body_is_dynamic(f, bb)):
+        return False
+    wa = f.shape_world[a]
+    wb = f.shape_world[b]
+    if wa >= 0 and wb >= 0 and wa != wb:
+        return False
+    if (f.shape_group[a] & f.shape_mask[b]) == 0 or (f.shape_group[b] & f.shape_mask[a]) == 0:
+        return False
+    if ba >= 0 and bb >= 0:
+        if bodies_excluded(f, ba, bb):
+            return False
+    return True
+
+
+@wp.func
+def emit_pair(a: int, b: int, capacity: int, count: wp.array(dtype=wp.int32), pairs: wp.array(dtype=wp.vec2i)):
+    slot = wp.atomic_add(count, 0, 1)
+    if slot < capacity:
+        pairs[slot] = wp.vec2i(wp.min(a, b), wp.max(a, b))
+
+
+@wp.func
+def abs_vec(v: wp.vec3):
+    return wp.vec3(wp.abs(v[0]), wp.abs(v[1]), wp.abs(v[2]))
+
+
+@wp.func
+def shape_half_extent(geo_type: int, scale: wp.vec3, radius: float, rot: wp.quat):
+    """Half extents [m] of the world AABB of a shape rotated by ``rot`` (about its origin)."""
+    ex = wp.quat_rotate(rot, wp.vec3(1.0, 0.0, 0.0))
+    ey = wp.quat_rotate(rot, wp.vec3(0.0, 1.0, 0.0))
+    ez = wp.quat_rotate(rot, wp.vec3(0.0, 0.0, 1.0))
+    h = wp.vec3(radius)  # meshes (and anything else): the bounding sphere
+    if geo_type == GEO_SPHERE:
+        h = wp.vec3(scale[0])
+    elif geo_type == GEO_BOX:
+        h = abs_vec(ex) * scale[0] + abs_vec(ey) * scale[1] + abs_vec(ez) * scale[2]
+    elif geo_type == GEO_CAPSULE:
+        h = abs_vec(ez) * scale[1] + wp.vec3(scale[0])
+    elif geo_type == GEO_CYLINDER:
+        # a disc of radius r normal to a reaches r sqrt(1 - a_i^2) along axis i
+        disc = wp.vec3(wp.sqrt(wp.max(1.0 - ez[0] * ez[0], 0.0)), wp.sqrt(wp.max(1.0 - ez[1] * ez[1], 0.0)),
+                       wp.sqrt(wp.max(1.0 - ez[2] * ez[2], 0.0)))
+        h = abs_vec(ez) * scale[1] + disc * scale[0]
+    return h
+
+
+@wp.func
+def is_swept(shape_type: wp.array(dtype=wp.int32), shape_flags: wp.array(dtype=wp.int32), s: int):
+    return shape_type[s] != GEO_PLANE and (shape_flags[s] & SHAPE_FLAG_COLLIDE_SHAPES) != 0
+
+
+@wp.kernel
+def shape_aabb_kernel(
+    body_q: wp.array(dtype=wp.transform),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_radius: wp.array(dtype=float),
+    shape_flags: wp.array(dtype=wp.int32),
+    margin: float,
+    aabb_lower: wp.array(dtype=wp.vec3),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    centre_moments: wp.array(dtype=wp.float64),
+):
+    s = wp.tid()
+    X = shape_transform[s]
+    b = shape_body[s]
+    if b >= 0:
+        X = body_q[b] * X
+    c = wp.transform_get_translation(X)
+    h = shape_half_extent(shape_type[s], shape_scale[s], shape_radius[s], wp.transform_get_rotation(X))
+    h = h + wp.vec3(margin)
+    aabb_lower[s] = c - h
+    aabb_upper[s] = c + h
+    if is_swept(shape_type, shape_flags, s):
+        # first and second moments of the centres: the sweep axis is the one of largest variance
+        for i in range(3):
+            x = wp.float64(c[i])
+            wp.atomic_add(centre_moments, i, x)
+            wp.atomic_add(centre_moments, 3 + i, x * x)
+        wp.atomic_add(centre_moments, 6, wp.float64(1.0))
+
+
+@wp.func
+def ordered_bits(x: float):
+    """An int64 in [0, 2^32) that orders as the float ``x`` does (IEEE bits, negatives flipped)."""
+    if x == 0.0:
+        x = 0.0  # -0 and +0 must get one key: touching bounds would otherwise be ordered apart
+    bits = wp.cast(x, wp.int32)
+    if bits < 0:
+        bits = bits ^ 0x7FFFFFFF
+    return wp.int64(bits) + wp.int64(2147483648)
+
+
+@wp.kernel
+def sweep_keys_kernel(
+    shape_type: wp.array(dtype=wp.int32),
+    shape_flags: wp.array(dtype=wp.int32),
+    shape_world: wp.array(dtype=wp.int32),
+    aabb_lower: wp.array(dtype=wp.vec3),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    centre_moments: wp.array(dtype=wp.float64),
+    sweep_axis: wp.array(dtype=wp.int32),
+    keys: wp.array(dtype=wp.int64),
+    values: wp.array(dtype=wp.int32),
+    upper_keys: wp.array(dtype=wp.int64),
+):
+    s = wp.tid()
+    # every thread picks the same axis from the same moments (unnormalised variances: same argmax)
+    axis = int(0)
+    best = wp.float64(-1.0)
+    for i in range(3):
+        var = centre_moments[3 + i] - centre_moments[i] * centre_moments[i] / wp.max(centre_moments[6],
+                                                                                     wp.float64(1.0))
+        if var > best:
+            best = var
+            axis = i
+    if s == 0:
+        sweep_axis[0] = axis
+    values[s] = s
+    if not is_swept(shape_type, shape_flags, s):
+        keys[s] = NOT_SWEPT
+        upper_keys[s] = NOT_SWEPT
+        return
+    segment = wp.int64(shape_world[s] + 1) << SEGMENT_BITS  # world -1 first, then 0, 1, ...
+    keys[s] = segment + ordered_bits(aabb_lower[s][axis])
+    upper_keys[s] = segment + ordered_bits(aabb_upper[s][axis])
+
+
+@wp.func
+def lower_bound(keys: wp.array(dtype=wp.int64), n: int, key: wp.int64):
+    """First index in the sorted ``keys[:n]`` whose key is >= ``key``."""
+    lo = int(0)
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@wp.kernel
+def shared_running_max_kernel(
+    keys: wp.array(dtype=wp.int64),
+    values: wp.array(dtype=wp.int32),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    sweep_axis: wp.array(dtype=wp.int32),
+    n: int,
+    running_upper: wp.array(dtype=float),
+):
+    # one thread: the shared segment (world -1) is usually a handful of static shapes
+    axis = sweep_axis[0]
+    end = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
+    m = float(-1.0e30)
+    for j in range(end):
+        m = wp.max(m, aabb_upper[values[j]][axis])
+        running_upper[j] = m
+
+
+@wp.func
+def aabbs_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
+    return (lo_a[0] <= hi_b[0] and lo_b[0] <= hi_a[0] and lo_a[1] <= hi_b[1] and lo_b[1] <= hi_a[1]
+            and lo_a[2] <= hi_b[2] and lo_b[2] <= hi_a[2])
+
+
+@wp.kernel
+def sweep_kernel(
+    keys: wp.array(dtype=wp.int64),
+    values: wp.array(dtype=wp.int32),
+    upper_keys: wp.array(dtype=wp.int64),
+    aabb_lower: wp.array(dtype=wp.vec3),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    sweep_axis: wp.array(dtype=wp.int32),
+    running_upper: wp.array(dtype=float),
+    n: int,
+    f: ShapeFilter,
+    capacity: int,
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+):
+    i = wp.tid()
+    key = keys[i]
+    if key >= NOT_SWEPT:
+        return
+    a = values[i]
+    lo = aabb_lower[a]
+    hi = aabb_upper[a]
+    # same segment (world), later in the sort: a later lower bound beyond our upper bound ends the sweep;
+    # the next segment's keys are all larger than ours, so it ends there too
+    stop = upper_keys[a]
+    j = i + 1
+    while j < n:
+        if keys[j] > stop:
+            break
+        b = values[j]
+        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
+            if shapes_may_collide(f, a, b):
+                emit_pair(a, b, capacity, pair_count, pairs)
+        j += 1
+    if (key >> SEGMENT_BITS) == wp.int64(0):
+        return
+    # a shape of a world >= 0 against the shared segment (world -1, sorted first): every shared shape whose
+    # lower bound is below our upper bound, walking down until no earlier upper bound can reach our lower one
+    shared = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
+    axis = sweep_axis[0]
+    j = lower_bound(keys, shared, (stop & LOW_MASK) + wp.int64(1)) - 1
+    while j >= 0:
+        if running_upper[j] < lo[axis]:
+            break
+        b = values[j]
+        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
+            if shapes_may_collide(f, a, b):
+                emit_pair(a, b, capacity, pair_count, pairs)
+        j -= 1
+
+
+@wp.kernel
+def plane_pairs_kernel(
+    planes: wp.array(dtype=wp.int32),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    aabb_lower: wp.array(dtype=wp.vec3),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    f: ShapeFilter,
+    capacity: int,
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+):
+    s, k = wp.tid()
+    p = planes[k]
+    if shape_type[s] == GEO_PLANE:
+        return
+    if not shapes_may_collide(f, s, p):
+        return
+    # the AABB corner farthest down the plane's normal, on or below the plane (the AABB holds the margin)
+    X = shape_transform[p]  # planes are static: their pose is in world
+    n = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, 1.0))
+    c = (aabb_lower[s] + aabb_upper[s]) * 0.5
+    h = (aabb_upper[s] - aabb_lower[s]) * 0.5
+    lowest = wp.dot(c - wp.transform_get_translation(X), n) - wp.dot(h, abs_vec(n))
+    if lowest <= 0.0:
+        emit_pair(s, p, capacity, pair_count, pairs)
+
+
+class ShapeBroadPhase:
+    """The model's buffers for the broad phase (made once, on the model's first ``collide``)."""
+
+    def __init__(self, model):
+        n = model.shape_count
+        dev = model.device
+        types = model.shape_type.numpy()
+        flags = model.shape_flags.numpy()
+        body = model.shape_body.numpy()
+        collides = (flags & int(SHAPE_FLAG_COLLIDE_SHAPES)) != 0
+        # no collidable shape on a body: no pair can ever pass the filters, skip the stage entirely
+        self.active = bool(np.any(collides & (body >= 0)))
+        plane_ids = np.flatnonzero(types == int(GEO_PLANE)).astype(np.int32)
+        self.plane_count = len(plane_ids)
+        with wp.ScopedDevice(dev):
+            self.planes = wp.array(plane_ids if len(plane_ids) else np.zeros(1, np.int32), dtype=wp.int32)
+            self.aabb_lower = wp.zeros(max(n, 1), dtype=wp.vec3)
+            self.aabb_upper = wp.zeros(max(n, 1), dtype=wp.vec3)
+            self.centre_moments = wp.zeros(7, dtype=wp.float64)
+            self.sweep_axis = wp.zeros(1, dtype=wp.int32)
+            self.keys = wp.zeros(2 * max(n, 1), dtype=wp.int64)  # radix_sort_pairs wants room for 2n
+            self.values = wp.zeros(2 * max(n, 1), dtype=wp.int32)
+            self.upper_keys = wp.zeros(max(n, 1), dtype=wp.int64)
+            self.running_upper = wp.zeros(max(n, 1), dtype=float)
+        self.filter = ShapeFilter()
+        self.filter.shape_body = model.shape_body
+        self.filter.shape_flags = model.shape_flags
+        self.filter.shape_world = model.shape_world
+        self.filter.shape_group = model.shape_collision_group
+        self.filter.shape_mask = model.shape_collision_mask
+        self.filter.body_inv_mass = model.body_inv_mass
+        self.filter.exclusion_offsets = model.body_exclusion_offsets
+        self.filter.exclusions = model.body_exclusions
+        mesh_pairs = _mesh_mesh_pairs(model, types, flags, body)
+        if mesh_pairs:
+            names = ", ".join(f"({model.shape_label[a]!r}, {model.shape_label[b]!r})" for a, b in mesh_pairs[:5])
+            more = f" and {len(mesh_pairs) - 5} more" if len(mesh_pairs) > 5 else ""
+            warnings.warn(
+                f"mesh-mesh contact is not supported: the mesh shape pairs {names}{more} get no contact points. "
+                "Approximate one mesh of each pair with boxes, capsules or spheres, or filter the pair out with "
+                "collision_group / collision_mask.", RuntimeWarning, stacklevel=6)
+
+
+def _mesh_mesh_pairs(model, types, flags, body) -> list:
+    """Pairs of mesh shapes that pass every filter (host side, once per model): they would get no contact."""
+    meshes = np.flatnonzero(((flags & int(SHAPE_FLAG_COLLIDE_SHAPES)) != 0) & (types == int(GEO_MESH)))
+    if len(meshes) < 2:
+        return []
+    world = model.shape_world.numpy()
+    group = model.shape_collision_group.numpy()
+    mask = model.shape_collision_mask.numpy()
+    inv_mass = model.body_inv_mass.numpy()
+    offsets, excluded = model.body_exclusion_offsets.numpy(), model.body_exclusions.numpy()
+
+    def dynamic(b):
+        return b >= 0 and inv_mass[b] > 0.0
+
+    out = []
+    for i, a in enumerate(meshes):
+        for b in meshes[i + 1:]:
+            ba, bb = body[a], body[b]
+            if ba == bb or not (dynamic(ba) or dynamic(bb)):
+                continue
+            if world[a] >= 0 and world[b] >= 0 and world[a] != world[b]:
+                continue
+            if (group[a] & mask[b]) == 0 or (group[b] & mask[a]) == 0:
+                continue
+            if ba >= 0 and bb >= 0 and bb in excluded[offsets[ba]:offsets[ba + 1]]:
+                continue
+            out.append((int(a), int(b)))
+    return out
+
+
+_BROAD_PHASES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def shape_broad_phase(model) -> ShapeBroadPhase:
+    """The model's broad-phase buffers (host reads and allocations on the first call only)."""
+    bp = _BROAD_PHASES.get(model)
+    if bp is None:
+        bp = ShapeBroadPhase(model)
+        _BROAD_PHASES[model] = bp
+    return bp
+
+
+def detect_shape_pairs(model, state, contacts) -> None:
+    """Stage: shape AABBs from ``state.body_q``, then plane pairs and the sweep into ``contacts.rigid_pair``."""
+    if model.body_count == 0 or model.shape_count < 2:
+        return
+    bp = shape_broad_phase(model)
+    if not bp.active:
+        return
+    n, dev = model.shape_count, model.device
+    bp.centre_moments.zero_()
+    wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
+              inputs=[state.body_q, model.shape_body, model.shape_transform, model.shape_type, model.shape_scale,
+                      model.shape_radius, model.shape_flags, model.rigid_contact_margin],
+              outputs=[bp.aabb_lower, bp.aabb_upper, bp.centre_moments])
+    outputs = [contacts.rigid_pair_max, contacts.rigid_pair_count, contacts.rigid_pair]
+    if bp.plane_count:
+        wp.launch(plane_pairs_kernel, dim=(n, bp.plane_count), device=dev, record_tape=False,
+                  inputs=[bp.planes, model.shape_type, model.shape_transform, bp.aabb_lower, bp.aabb_upper,
+                          bp.filter], outputs=outputs)
+    wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False,
+              inputs=[model.shape_type, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper,
+                      bp.centre_moments],
+              outputs=[bp.sweep_axis, bp.keys, bp.values, bp.upper_keys])
+    wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
+    wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False,
+              inputs=[bp.keys, bp.values, bp.aabb_upper, bp.sweep_axis, n], outputs=[bp.running_upper])
+    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
+              inputs=[bp.keys, bp.values, bp.upper_keys, bp.aabb_lower, bp.aabb_upper, bp.sweep_axis,
+                      bp.running_upper, n, bp.filter],
+              outputs=outputs)

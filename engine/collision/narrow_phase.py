@@ -1,0 +1,428 @@
+"""Shape-shape narrow phase: contact points for each broad-phase pair, in the format of :class:`inertia.Contacts`.
+
+A contact is a point fixed on shape 0 (stored in the frame of shape 0's body,
+in world when shape 0 is static) with a radius ``thickness0`` swept about it,
+tested against shape 1's signed distance (``inertia.collision.sdf``). A point
+is kept when ``thickness0 - sdf1(point) > -model.rigid_contact_margin``: it
+touches, penetrates, or is within the margin of shape 1. The solvers evaluate
+each point again at the current poses (``rigid_contact_geometry``), so depth
+and normal are always the point's distance to shape 1 along its SDF normal.
+
+Which points each pair type gets ("A -> B": points of A tested against B's
+SDF; "searched": the point of least SDF of the other shape along a segment or
+an arc, found by golden-section search. The SDF of a convex shape is convex,
+so along a segment the search finds the true closest point; a searched point
+is kept only when it lies deeper than the points it lies between by
+``1e-6 m + 1e-4 x`` the length searched, so flat contacts get no duplicate
+interior points):
+
+======================  =====================================================================
+pair                    points
+======================  =====================================================================
+sphere - any            sphere -> other: its centre, thickness r (sphere-sphere: the lower
+                        shape index is shape 0)
+capsule - plane         capsule -> plane: both end points of its segment, thickness r
+capsule - box           capsule -> other: both end points and the searched point of its
+capsule - cylinder      segment, thickness r (a capsule across a box edge: one contact at
+capsule - mesh          the crossing)
+capsule - capsule       A -> B: both end points and the searched point of A's segment (the
+                        closest points of the two segments); B -> A: both end points (two
+                        parallel capsules get contacts at both ends)
+box - plane             box -> plane: the 8 corners (resting flat: the 4 bottom corners)
+box - box               each -> the other: the 8 corners, and for each of the 12 edges the
+                        searched edge point (edge-edge contact)
+cylinder - plane        cylinder -> plane: per rim, 8 points 45 degrees apart and the searched
+                        rim point (the lowest point of a tilted or lying cylinder)
+cylinder - box          each -> the other. Cylinder: per rim 8 points and a searched rim
+cylinder - cylinder     point, both face centres, and the point of its side that faces the
+                        other shape where its axis comes closest (searched along the axis;
+                        crossed cylinders). Box: corners and searched edge points
+box - mesh              each -> the other: the box or cylinder as above; the mesh: its
+cylinder - mesh         vertices, thickness 0
+mesh - plane            mesh -> plane: the vertices
+mesh - sphere / capsule sphere / capsule -> mesh, as above
+mesh - mesh             not supported: no points (``collide`` warns once per model)
+======================  =====================================================================
+
+Limits: the depth of a contact is its point's penetration into the other
+shape along that shape's SDF normal. For two box edges crossing with vertical
+overlap delta at 45 degrees this is delta / sqrt(2) (the deepest point of
+either box inside the other), not the distance delta along the edges' common
+normal, which a point-versus-SDF contact cannot express. Contacts are not merged:
+two touching boxes of equal faces get each box's 4 corners against the
+other, 8 points. Mesh SDFs need closed meshes.
+
+One thread per pair loops over its points and appends them with an atomic
+counter; ``rigid_contact_count`` counts every point requested, also past the
+capacity, so ``Contacts.check_overflow`` reports an undersized buffer.
+
+Not differentiated: this stage only chooses which material points to test
+(its kernel is not recorded on a ``wp.Tape``). Gradients come from the solvers,
+which recompute each point's depth and normal from the current poses.
+"""
+
+from __future__ import annotations
+
+import math
+
+import warp as wp
+
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
+from .sdf import shape_sdf_world
+
+wp.set_module_options({"enable_backward": False})
+
+SEARCH_ITERATIONS = wp.constant(32)  # golden-section steps: the bracket shrinks to 0.618^32 = 2e-7 of its length
+GOLDEN = wp.constant(0.6180339887)
+CURVE_SEGMENT = wp.constant(0)
+CURVE_ARC = wp.constant(1)
+QUARTER_PI = wp.constant(math.pi / 4.0)
+
+# what each side of a pair generates
+POINTS_FULL = wp.constant(0)  # every point of the table's row
+POINTS_PLANE = wp.constant(1)  # against a plane: only the points that can be extreme along its normal
+POINTS_ENDS = wp.constant(2)  # a capsule's end points only (capsule-capsule, second side)
+
+corner_sdfs = wp.types.matrix(shape=(8, 4), dtype=float)  # a box's 8 corners: (normal, sdf1) rows
+
+
+@wp.struct
+class ShapeGeometry:
+    body_q: wp.array(dtype=wp.transform)
+    shape_body: wp.array(dtype=wp.int32)
+    shape_transform: wp.array(dtype=wp.transform)
+    shape_type: wp.array(dtype=wp.int32)
+    shape_scale: wp.array(dtype=wp.vec3)
+    shape_source_ptr: wp.array(dtype=wp.uint64)
+    shape_radius: wp.array(dtype=float)
+
+
+@wp.struct
+class ContactSink:
+    margin: float
+    capacity: int
+    count: wp.array(dtype=wp.int32)
+    shape0: wp.array(dtype=wp.int32)
+    shape1: wp.array(dtype=wp.int32)
+    point0: wp.array(dtype=wp.vec3)
+    thickness0: wp.array(dtype=float)
+
+
+@wp.struct
+class PairSide:
+    """Points of shape ``s0`` tested against the SDF of shape ``s1`` (everything the tests need, gathered once)."""
+
+    s0: int
+    s1: int
+    X_b0: wp.transform  # pose of shape 0's body (identity when static)
+    X_s0: wp.transform  # shape 0 in its body's frame (world when static)
+    type1: int
+    scale1: wp.vec3
+    mesh1: wp.uint64
+    X1: wp.transform  # shape 1 in world
+    max_dist: float  # mesh queries: far enough that any point inside the mesh finds its surface
+
+
+@wp.func
+def make_side(g: ShapeGeometry, s0: int, s1: int, margin: float):
+    side = PairSide()
+    side.s0 = s0
+    side.s1 = s1
+    side.X_b0 = wp.transform_identity()
+    b0 = g.shape_body[s0]
+    if b0 >= 0:
+        side.X_b0 = g.body_q[b0]
+    side.X_s0 = g.shape_transform[s0]
+    side.type1 = g.shape_type[s1]
+    side.scale1 = g.shape_scale[s1]
+    side.mesh1 = g.shape_source_ptr[s1]
+    X1 = g.shape_transform[s1]
+    b1 = g.shape_body[s1]
+    if b1 >= 0:
+        X1 = g.body_q[b1] * X1
+    side.X1 = X1
+    side.max_dist = 2.0 * g.shape_radius[s1] + g.shape_radius[s0] + margin + 1.0e-3
+    return side
+
+
+@wp.func
+def side_sdf(side: PairSide, p_local: wp.vec3):
+    """Shape 1's (world normal, signed distance [m]) at a point given in shape 0's frame (as the solvers
+    evaluate it: through shape 0's body pose)."""
+    x = wp.transform_point(side.X_b0, wp.transform_point(side.X_s0, p_local))
+    return shape_sdf_world(side.type1, side.scale1, side.mesh1, side.X1, x, side.max_dist)
+
+
+@wp.func
+def emit(side: PairSide, sink: ContactSink, p_local: wp.vec3, thickness: float):
+    """Append the contact (point ``p_local`` of shape 0, ``thickness``) if it is within the margin.
+
+    Returns shape 1's (world normal, signed distance) at the point.
+    """
+    p0 = wp.transform_point(side.X_s0, p_local)
+    x = wp.transform_point(side.X_b0, p0)
+    sd = shape_sdf_world(side.type1, side.scale1, side.mesh1, side.X1, x, side.max_dist)
+    d = sd[3]
+    if d - thickness < sink.margin:
+        slot = wp.atomic_add(sink.count, 0, 1)
+        if slot < sink.capacity:
+            sink.shape0[slot] = side.s0
+            sink.shape1[slot] = side.s1
+            sink.point0[slot] = p0
+            sink.thickness0[slot] = thickness
+    return sd
+
+
+@wp.func
+def curve_point(kind: int, a: wp.vec3, b: wp.vec3, t: float):
+    """A point of shape 0's frame at parameter t in [0, 1]: on the segment a-b, or (arc) on the circle of
+    radius a[0] at height a[1], at the angle between b[0] and b[1]."""
+    p = a + (b - a) * t
+    if kind == CURVE_ARC:
+        theta = b[0] + (b[1] - b[0]) * t
+        p = wp.vec3(a[0] * wp.cos(theta), a[0] * wp.sin(theta), a[1])
+    return p
+
+
+@wp.func
+def curve_min(side: PairSide, kind: int, a: wp.vec3, b: wp.vec3):
+    """(t, sdf1) at the least shape-1 SDF along the curve (golden-section search: exact for a unimodal SDF)."""
+    lo = float(0.0)
+    hi = float(1.0)
+    c = hi - GOLDEN * (hi - lo)
+    d = lo + GOLDEN * (hi - lo)
+    fc = side_sdf(side, curve_point(kind, a, b, c))[3]
+    fd = side_sdf(side, curve_point(kind, a, b, d))[3]
+    for _ in range(SEARCH_ITERATIONS):
+        if fc < fd:
+            hi = d
+            d = c
+            fd = fc
+            c = hi - GOLDEN * (hi - lo)
+            fc = side_sdf(side, curve_point(kind, a, b, c))[3]
+        else:
+            lo = c
+            c = d
+            fc = fd
+            d = lo + GOLDEN * (hi - lo)
+            fd = side_sdf(side, curve_point(kind, a, b, d))[3]
+    t = 0.5 * (lo + hi)
+    return wp.vec2(t, side_sdf(side, curve_point(kind, a, b, t))[3])
+
+
+@wp.func
+def interior_tolerance(length: float):
+    return 1.0e-6 + 1.0e-4 * length
+
+
+@wp.func
+def segment_interior_min(side: PairSide, a: wp.vec3, b: wp.vec3, fa: wp.vec4, fb: wp.vec4, reach: float):
+    """(t, sdf1, 1) at the searched interior point of the segment a-b (shape 0's frame) when it lies deeper
+    than both ends (``fa``, ``fb``: shape 1's normal and SDF there); (0, 0, 0) when there is none.
+
+    Against a box or a cylinder (convex, and the normal ``shape_sdf`` returns is a subgradient of the
+    SDF everywhere) the SDF along the segment lies above its tangents at the two ends: when a tangent
+    rises into the segment the least SDF is at that end, and when the tangents meet above ``reach`` no
+    point of the segment comes within reach. Both skip the search (most edges of boxes side by side).
+    Other shapes are always searched (a capsule's normal on its axis is no subgradient; meshes are
+    not convex).
+    """
+    if side.type1 == GEO_BOX or side.type1 == GEO_CYLINDER:
+        ab = wp.transform_vector(side.X_b0, wp.transform_vector(side.X_s0, b - a))
+        slope_a = wp.dot(wp.vec3(fa[0], fa[1], fa[2]), ab)
+        slope_b = wp.dot(wp.vec3(fb[0], fb[1], fb[2]), ab)
+        if slope_a >= 0.0 or slope_b <= 0.0:
+            return wp.vec3(0.0)
+        t = (fb[3] - slope_b - fa[3]) / (slope_a - slope_b)
+        if fa[3] + slope_a * t >= reach:
+            return wp.vec3(0.0)
+    tf = curve_min(side, CURVE_SEGMENT, a, b)
+    if tf[1] < wp.min(fa[3], fb[3]) - interior_tolerance(wp.length(b - a)):
+        return wp.vec3(tf[0], tf[1], 1.0)
+    return wp.vec3(0.0)
+
+
+@wp.func
+def sphere_points(side: PairSide, sink: ContactSink, radius: float):
+    emit(side, sink, wp.vec3(0.0), radius)
+
+
+@wp.func
+def capsule_points(side: PairSide, sink: ContactSink, radius: float, half_height: float, mode: int):
+    a = wp.vec3(0.0, 0.0, -half_height)
+    b = wp.vec3(0.0, 0.0, half_height)
+    fa = emit(side, sink, a, radius)
+    if half_height <= 0.0:
+        return
+    fb = emit(side, sink, b, radius)
+    if mode == POINTS_FULL:
+        found = segment_interior_min(side, a, b, fa, fb, radius + sink.margin)
+        if found[2] > 0.0:
+            emit(side, sink, curve_point(CURVE_SEGMENT, a, b, found[0]), radius)
+
+
+@wp.func
+def box_corner(h: wp.vec3, i: int):
+    x = -h[0]
+    y = -h[1]
+    z = -h[2]
+    if (i & 1) != 0:
+        x = h[0]
+    if (i & 2) != 0:
+        y = h[1]
+    if (i & 4) != 0:
+        z = h[2]
+    return wp.vec3(x, y, z)
+
+
+@wp.func
+def box_points(side: PairSide, sink: ContactSink, h: wp.vec3, mode: int):
+    f = corner_sdfs()
+    for i in range(8):
+        f[i] = emit(side, sink, box_corner(h, i), 0.0)
+    if mode != POINTS_FULL:
+        return
+    for e in range(12):
+        axis = e // 4
+        m = e % 4
+        # corner index bits (x, y, z); the edge along `axis` joins the corners that differ in that bit only
+        low = m & ((1 << axis) - 1)
+        high = (m >> axis) << (axis + 1)
+        i0 = low | high
+        i1 = i0 | (1 << axis)
+        a = box_corner(h, i0)
+        b = box_corner(h, i1)
+        found = segment_interior_min(side, a, b, f[i0], f[i1], sink.margin)
+        if found[2] > 0.0:
+            emit(side, sink, curve_point(CURVE_SEGMENT, a, b, found[0]), 0.0)
+
+
+@wp.func
+def cylinder_points(side: PairSide, sink: ContactSink, radius: float, half_height: float, mode: int):
+    for rim in range(2):
+        z = -half_height
+        if rim == 1:
+            z = half_height
+        best = float(1.0e30)
+        best_theta = float(0.0)
+        for k in range(8):
+            theta = float(k) * QUARTER_PI
+            d = emit(side, sink, wp.vec3(radius * wp.cos(theta), radius * wp.sin(theta), z), 0.0)[3]
+            if d < best:
+                best = d
+                best_theta = theta
+        # every rim point within 45 degrees lies within a chord 2 r sin(22.5 deg) < 0.77 r of a sample, and the
+        # SDF changes by at most the distance moved: farther than that beyond the margin, nothing to search
+        if best - 0.77 * radius < sink.margin:
+            arc = wp.vec3(radius, z, 0.0)
+            span = wp.vec3(best_theta - QUARTER_PI, best_theta + QUARTER_PI, 0.0)
+            tf = curve_min(side, CURVE_ARC, arc, span)
+            if tf[1] < best - interior_tolerance(radius):
+                emit(side, sink, curve_point(CURVE_ARC, arc, span, tf[0]), 0.0)
+    if mode != POINTS_FULL:
+        return
+    emit(side, sink, wp.vec3(0.0, 0.0, -half_height), 0.0)
+    emit(side, sink, wp.vec3(0.0, 0.0, half_height), 0.0)
+    # the side: where the axis comes closest to shape 1, the side point facing it (against shape 1's normal)
+    a = wp.vec3(0.0, 0.0, -half_height)
+    b = wp.vec3(0.0, 0.0, half_height)
+    # the axis is `radius` inside the side: the side can only come within the margin where the axis comes
+    # within radius + margin
+    found = segment_interior_min(side, a, b, side_sdf(side, a), side_sdf(side, b), radius + sink.margin)
+    if found[2] > 0.0:
+        c = curve_point(CURVE_SEGMENT, a, b, found[0])
+        sd = side_sdf(side, c)
+        # shape 1's outward normal at the axis point, in shape 0's frame: the side faces against it
+        to_local = wp.transform_inverse(side.X_b0 * side.X_s0)
+        n = wp.transform_vector(to_local, wp.vec3(sd[0], sd[1], sd[2]))
+        radial = wp.vec3(-n[0], -n[1], 0.0)
+        if wp.length(radial) > 1.0e-6:
+            emit(side, sink, c + wp.normalize(radial) * radius, 0.0)
+
+
+@wp.func
+def mesh_points(side: PairSide, sink: ContactSink, mesh: wp.uint64):
+    points = wp.mesh_get(mesh).points  # already scaled into the shape's frame by the builder
+    for i in range(points.shape[0]):
+        emit(side, sink, points[i], 0.0)
+
+
+@wp.func
+def shape_points(g: ShapeGeometry, sink: ContactSink, s0: int, s1: int, mode: int):
+    """All points of shape ``s0`` (per the table, ``mode``) against shape ``s1``."""
+    side = make_side(g, s0, s1, sink.margin)
+    t = g.shape_type[s0]
+    sc = g.shape_scale[s0]
+    if t == GEO_SPHERE:
+        sphere_points(side, sink, sc[0])
+    elif t == GEO_CAPSULE:
+        capsule_points(side, sink, sc[0], sc[1], mode)
+    elif t == GEO_BOX:
+        box_points(side, sink, sc, mode)
+    elif t == GEO_CYLINDER:
+        cylinder_points(side, sink, sc[0], sc[1], mode)
+    elif t == GEO_MESH:
+        mesh_points(side, sink, g.shape_source_ptr[s0])
+
+
+@wp.kernel
+def narrow_phase_kernel(
+    pairs: wp.array(dtype=wp.vec2i),
+    pair_count: wp.array(dtype=wp.int32),
+    pair_capacity: int,
+    g: ShapeGeometry,
+    sink: ContactSink,
+):
+    i = wp.tid()
+    if i >= wp.min(pair_count[0], pair_capacity):
+        return
+    a = pairs[i][0]
+    b = pairs[i][1]
+    ta = g.shape_type[a]
+    tb = g.shape_type[b]
+    if ta == GEO_SPHERE:
+        shape_points(g, sink, a, b, POINTS_FULL)
+    elif tb == GEO_SPHERE:
+        shape_points(g, sink, b, a, POINTS_FULL)
+    elif tb == GEO_PLANE:
+        shape_points(g, sink, a, b, POINTS_PLANE)
+    elif ta == GEO_PLANE:
+        shape_points(g, sink, b, a, POINTS_PLANE)
+    elif ta == GEO_CAPSULE:
+        shape_points(g, sink, a, b, POINTS_FULL)
+        if tb == GEO_CAPSULE:
+            shape_points(g, sink, b, a, POINTS_ENDS)
+    elif tb == GEO_CAPSULE:
+        shape_points(g, sink, b, a, POINTS_FULL)
+    elif ta != GEO_MESH or tb != GEO_MESH:
+        # boxes, cylinders and meshes: each shape's points against the other
+        shape_points(g, sink, a, b, POINTS_FULL)
+        shape_points(g, sink, b, a, POINTS_FULL)
+
+
+def detect_shape_contacts(model, state, contacts) -> None:
+    """Stage: contact points for every pair in ``contacts.rigid_pair`` (poses from ``state.body_q``)."""
+    if model.body_count == 0 or contacts.rigid_pair_max == 0:
+        return
+    from .broad_phase import shape_broad_phase
+
+    if not shape_broad_phase(model).active:
+        return
+    g = ShapeGeometry()
+    g.body_q = state.body_q
+    g.shape_body = model.shape_body
+    g.shape_transform = model.shape_transform
+    g.shape_type = model.shape_type
+    g.shape_scale = model.shape_scale
+    g.shape_source_ptr = model.shape_source_ptr
+    g.shape_radius = model.shape_radius
+    sink = ContactSink()
+    sink.margin = model.rigid_contact_margin
+    sink.capacity = contacts.rigid_contact_max
+    sink.count = contacts.rigid_contact_count
+    sink.shape0 = contacts.rigid_contact_shape0
+    sink.shape1 = contacts.rigid_contact_shape1
+    sink.point0 = contacts.rigid_contact_point0
+    sink.thickness0 = contacts.rigid_contact_thickness0
+    wp.launch(narrow_phase_kernel, dim=contacts.rigid_pair_max, device=model.device, record_tape=False,
+              inputs=[contacts.rigid_pair, contacts.rigid_pair_count, contacts.rigid_pair_max, g, sink])

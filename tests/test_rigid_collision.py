@@ -1,0 +1,740 @@
+"""Shape-shape collision detection (broad + narrow phase) and body-aware particle-shape detection.
+
+Every contact is evaluated the way the solvers evaluate it (``rigid_contact_geometry`` at the
+current poses) and compared with hand-computed depth, normal and position:
+penetration d of a sphere of radius r at height h above a plane is r - h, the
+overlap of two spheres r1 + r2 - |c1 - c2|, and so on. The broad phase is
+compared pair for pair with a brute-force NumPy count of overlapping AABBs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import warp as wp
+
+from conftest import DEVICE
+
+import inertia
+from inertia.collision.contact_geometry import rigid_contact_geometry
+from inertia.contacts import ContactOverflowError
+from inertia.types import GEO_BOX, GEO_PLANE
+
+MARGIN = 0.01  # the builder's default rigid_contact_margin [m]
+SQ2 = math.sqrt(2.0)
+
+
+@wp.kernel
+def eval_contacts_kernel(
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    thickness0: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_source_ptr: wp.array(dtype=wp.uint64),
+    depth: wp.array(dtype=float),
+    normal: wp.array(dtype=wp.vec3),
+    p0: wp.array(dtype=wp.vec3),
+    p1: wp.array(dtype=wp.vec3),
+):
+    i = wp.tid()
+    g = rigid_contact_geometry(point0[i], thickness0[i], shape_body[shape0[i]], shape1[i], body_q, shape_body,
+                               shape_transform, shape_type, shape_scale, shape_source_ptr, 10.0)
+    depth[i] = g.depth
+    normal[i] = g.normal
+    p0[i] = g.p0
+    p1[i] = g.p1
+
+
+def quat(axis, angle):
+    a = np.asarray(axis, dtype=np.float64)
+    a = a / np.linalg.norm(a)
+    s = math.sin(angle / 2.0)
+    return (a[0] * s, a[1] * s, a[2] * s, math.cos(angle / 2.0))
+
+
+def rot(q):
+    x, y, z, w = q
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+IDENTITY = (0.0, 0.0, 0.0, 1.0)
+
+
+def detect(model, state=None, contacts=None):
+    """Collide and return (contacts, dict of the kept contacts with their current geometry)."""
+    state = state or model.state()
+    contacts = contacts or model.contacts()
+    model.collide(state, contacts)
+    c = contacts.rigid_contacts()
+    n = len(c["shape0"])
+    out = {k: np.zeros((n, 3)) for k in ("normal", "p0", "p1")}
+    out["depth"] = np.zeros(n)
+    if n:
+        arrays = {k: wp.zeros(n, dtype=wp.vec3, device=DEVICE) for k in ("normal", "p0", "p1")}
+        depth = wp.zeros(n, dtype=float, device=DEVICE)
+        wp.launch(eval_contacts_kernel, dim=n, device=DEVICE,
+                  inputs=[contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
+                          contacts.rigid_contact_thickness0, state.body_q, model.shape_body, model.shape_transform,
+                          model.shape_type, model.shape_scale, model.shape_source_ptr],
+                  outputs=[depth, arrays["normal"], arrays["p0"], arrays["p1"]])
+        out = {k: a.numpy().astype(np.float64) for k, a in arrays.items()}
+        out["depth"] = depth.numpy().astype(np.float64)
+    out.update(c)
+    return contacts, out
+
+
+def print_contacts(name, g):
+    print(f"{name}: {len(g['depth'])} contacts, depths {np.round(g['depth'], 6)}")
+
+
+def box_mesh(hx, hy, hz):
+    v = np.array([[sx * hx, sy * hy, sz * hz] for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)])
+    # outward (counter-clockwise) faces; vertex index = 4*(z>0) + 2*(y>0) + (x>0)
+    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
+    f = [(a, b, c) for a, b, c, d in quads] + [(a, c, d) for a, b, c, d in quads]
+    return v, np.array(f)
+
+
+# --------------------------------------------------------------------------- pair types vs known answers
+def test_sphere_sphere_depth_normal_and_points():
+    b = inertia.ModelBuilder()
+    q = quat((1, 2, 3), 0.7)  # the bodies are rotated and the spheres offset in them: frames must be right
+    r1, r2, d = 0.3, 0.2, 0.05
+    c1 = np.array([0.1, -0.2, 1.0])
+    c2 = c1 + (r1 + r2 - d) * np.array([0.6, 0.0, 0.8])
+    off = np.array([0.05, 0.0, -0.02])
+    b1 = b.add_body(xform=(tuple(c1 - rot(q) @ off), q))
+    b.add_shape_sphere(b1, xform=(tuple(off), IDENTITY), radius=r1)
+    b2 = b.add_body(xform=(tuple(c2), IDENTITY))
+    b.add_shape_sphere(b2, radius=r2)
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("sphere-sphere", g)
+    assert len(g["depth"]) == 1 and g["shape0"][0] == 0 and g["thickness0"][0] == pytest.approx(r1)
+    n = (c1 - c2) / np.linalg.norm(c1 - c2)  # from shape 1 towards shape 0
+    assert g["depth"][0] == pytest.approx(d, abs=1e-6)
+    assert np.allclose(g["normal"][0], n, atol=1e-6)
+    assert np.allclose(g["p0"][0], c1 - n * r1, atol=1e-6) and np.allclose(g["p1"][0], c2 + n * r2, atol=1e-6)
+
+
+def test_sphere_against_box_capsule_cylinder_plane_and_mesh():
+    r, d = 0.1, 0.02
+    yaw = quat((0, 0, 1), 0.5)
+    R = rot(yaw)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    # box (static, yawed): the sphere above its top face at (0.1, 0.05) in the box frame
+    b.add_shape_box(xform=((2.0, 0.0, 0.5), yaw), hx=0.5, hy=0.3, hz=0.2)
+    # capsule along the world x axis (rotated from local z), sphere beside it along +y
+    b.add_shape_capsule(xform=((4.0, 0.0, 0.5), quat((0, 1, 0), math.pi / 2)), radius=0.1, half_height=0.4)
+    # cylinder standing, sphere against its side along +x
+    b.add_shape_cylinder(xform=((6.0, 0.0, 0.5), IDENTITY), radius=0.2, half_height=0.3)
+    # closed mesh box, sphere above its top face
+    v, f = box_mesh(0.3, 0.3, 0.1)
+    b.add_shape_mesh(xform=((8.0, 0.0, 0.5), IDENTITY), vertices=v, indices=f)
+    centres = [
+        np.array([2.0, 0.0, 0.5]) + R @ np.array([0.1, 0.05, 0.2 + r - d]),
+        np.array([4.2, 0.1 + r - d, 0.5]),
+        np.array([6.0 + 0.2 + r - d, 0.0, 0.6]),
+        np.array([8.1, 0.0, 0.5 + 0.1 + r - d]),
+        np.array([10.0, 0.0, r - d]),  # the plane
+    ]
+    normals = [R @ np.array([0, 0, 1.0]), np.array([0, 1.0, 0]), np.array([1.0, 0, 0]), np.array([0, 0, 1.0]),
+               np.array([0, 0, 1.0])]
+    shape1 = [1, 2, 3, 4, 0]
+    for c in centres:
+        b.add_shape_sphere(b.add_body(xform=(tuple(c), IDENTITY)), radius=r)
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("sphere-box/capsule/cylinder/mesh/plane", g)
+    assert len(g["depth"]) == 5
+    for k, (c, n, s1) in enumerate(zip(centres, normals, shape1)):
+        i = int(np.flatnonzero(g["shape0"] == 5 + k)[0])
+        assert g["shape1"][i] == s1
+        assert g["depth"][i] == pytest.approx(d, abs=2e-6), k
+        assert np.allclose(g["normal"][i], n, atol=1e-5), k
+        assert np.allclose(g["p0"][i], c - n * r, atol=2e-6), k
+
+
+def test_box_resting_flat_on_a_plane_gets_exactly_its_four_bottom_corners():
+    d, h = 0.003, np.array([0.4, 0.25, 0.1])
+    q = quat((0, 0, 1), 0.3)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(xform=((0.5, -0.2, h[2] - d), q))
+    b.add_shape_box(body, hx=h[0], hy=h[1], hz=h[2])
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("box-plane", g)
+    assert len(g["depth"]) == 4
+    assert np.allclose(g["depth"], d, atol=1e-6)
+    assert np.allclose(g["normal"], [0, 0, 1], atol=1e-6)
+    corners = np.array([[sx * h[0], sy * h[1], -h[2]] for sx in (-1, 1) for sy in (-1, 1)])
+    expected = corners @ rot(q).T + np.array([0.5, -0.2, h[2] - d])
+    got = g["p0"][np.lexsort(g["p0"].T[:2])]
+    assert np.allclose(got, expected[np.lexsort(expected.T[:2])], atol=1e-6)
+
+
+def test_box_on_box_face_to_face_gets_points_spanning_the_contact_face():
+    d = 0.004
+    h = np.array([0.3, 0.2, 0.1])
+    q = quat((0, 0, 1), 0.35)
+    b = inertia.ModelBuilder()
+    b.add_shape_box(xform=((0.0, 0.0, -0.5), IDENTITY), hx=1.0, hy=1.0, hz=0.5)  # static, top face at z = 0
+    body = b.add_body(xform=((0.1, 0.2, h[2] - d), q))
+    b.add_shape_box(body, hx=h[0], hy=h[1], hz=h[2])
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("box-box face to face", g)
+    assert len(g["depth"]) >= 4
+    assert np.allclose(g["depth"], d, atol=1e-6) and np.allclose(g["normal"], [0, 0, 1], atol=1e-6)
+    # the points span the upper box's bottom face: in its frame, every corner of the face is among them
+    local = (g["p0"] - np.array([0.1, 0.2, h[2] - d])) @ rot(q)
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            assert np.min(np.linalg.norm(local - [sx * h[0], sy * h[1], -h[2]], axis=1)) < 1e-5
+
+
+def test_boxes_crossing_edge_to_edge():
+    """Cube A with a ridge along x (45 degrees about x), cube B above with a ridge along y (45 degrees about y).
+
+    The ridges overlap vertically by delta. The deepest point of either box inside the other is the
+    crossing point of the ridges, at depth delta / sqrt(2) along the other box's face normal (the point
+    contact measures penetration through the other shape's SDF, not along the ridges' common normal).
+    No corner is near: only the edge searches can find this contact.
+    """
+    h, delta = 0.5, 0.02
+    zb = 2 * h * SQ2 - delta
+    b = inertia.ModelBuilder()
+    ba = b.add_body(xform=((0.0, 0.0, 0.0), quat((1, 0, 0), math.pi / 4)))
+    b.add_shape_box(ba, hx=h, hy=h, hz=h)
+    bb = b.add_body(xform=((0.0, 0.0, zb), quat((0, 1, 0), math.pi / 4)))
+    b.add_shape_box(bb, hx=h, hy=h, hz=h)
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("box-box edge to edge", g)
+    print(f"  deepest {g['depth'].max():.7f} m, analytic delta/sqrt(2) = {delta / SQ2:.7f} m")
+    assert len(g["depth"]) >= 1
+    k = int(np.argmax(g["depth"]))
+    assert g["depth"][k] == pytest.approx(delta / SQ2, abs=2e-5)
+    assert g["depth"].max() < delta / SQ2 + 2e-5
+    # at the crossing of the ridges, on one of the two ridges
+    assert np.allclose(g["p0"][k][:2], 0.0, atol=1e-4)
+    assert min(abs(g["p0"][k][2] - h * SQ2), abs(g["p0"][k][2] - (zb - h * SQ2))) < 1e-4
+    # the normal is a face normal of the other box: 45 degrees from vertical, |n_z| = 1/sqrt(2)
+    assert abs(g["normal"][k][2]) == pytest.approx(1 / SQ2, abs=1e-4)
+
+
+def test_capsule_on_plane_box_capsule():
+    r, hh, d = 0.05, 0.3, 0.002
+    along_x = quat((0, 1, 0), math.pi / 2)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    b.add_shape_box(xform=((3.0, 0.0, 0.5), IDENTITY), hx=1.0, hy=1.0, hz=0.5)  # static, top at z = 1
+    # a box with a ridge along y at z = 0.5 sqrt(2) (45 degrees about y), far away
+    b.add_shape_box(xform=((6.0, 0.0, 0.0), quat((0, 1, 0), math.pi / 4)), hx=0.5, hy=0.5, hz=0.5)
+    caps = []
+    caps.append(b.add_shape_capsule(b.add_body(xform=((0.0, 0.0, r - d), along_x)), radius=r, half_height=hh))
+    caps.append(b.add_shape_capsule(b.add_body(xform=((3.0, 0.2, 1.0 + r - d), along_x)), radius=r, half_height=hh))
+    # across the ridge (capsule along x, ridge along y): one contact at the crossing, depth d, normal up
+    caps.append(b.add_shape_capsule(b.add_body(xform=((6.0, 0.0, 0.5 * SQ2 + r - d), along_x)), radius=r,
+                                    half_height=hh))
+    # capsule-capsule: parallel (B on A) and crossed (C along y on A)
+    a = b.add_shape_capsule(b.add_body(xform=((9.0, 0.0, 1.0), along_x)), radius=r, half_height=hh)
+    bp = b.add_shape_capsule(b.add_body(xform=((9.0, 0.0, 1.0 + 2 * r - d), along_x)), radius=r, half_height=hh)
+    a2 = b.add_shape_capsule(b.add_body(xform=((12.0, 0.0, 1.0), along_x)), radius=r, half_height=hh)
+    c2 = b.add_shape_capsule(b.add_body(xform=((12.1, 0.05, 1.0 + 2 * r - d), quat((1, 0, 0), math.pi / 2))),
+                             radius=r, half_height=hh)
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("capsules", g)
+    assert np.allclose(g["depth"], d, atol=2e-6)
+    assert np.allclose(np.abs(g["normal"][:, 2]), 1.0, atol=1e-5)
+
+    def on(shape):
+        return (g["shape0"] == shape) | (g["shape1"] == shape)
+
+    for s, cx in ((caps[0], 0.0), (caps[1], 3.0)):  # lying on the plane, on the box: 2 contacts at its ends
+        sel = on(s)
+        assert np.count_nonzero(sel) == 2
+        assert np.allclose(np.sort(g["p0"][sel][:, 0]), [cx - hh, cx + hh], atol=1e-6)
+    sel = on(caps[2])
+    assert np.count_nonzero(sel) == 1 and np.allclose(g["p0"][sel][0], [6.0, 0.0, 0.5 * SQ2 - d], atol=1e-5)
+    sel = on(a) & on(bp)  # parallel capsules: contacts at both ends
+    xs = g["p0"][sel][:, 0]
+    assert np.count_nonzero(sel) >= 2 and xs.min() == pytest.approx(9.0 - hh, abs=1e-6)
+    assert xs.max() == pytest.approx(9.0 + hh, abs=1e-6)
+    sel = on(a2) & on(c2)  # crossed: one contact at the crossing (12.1, 0) of the two axes
+    assert np.count_nonzero(sel) == 1
+    assert np.allclose(g["p0"][sel][0][:2], [12.1, 0.0], atol=1e-5)
+
+
+def test_mesh_on_plane_and_cylinder_on_plane():
+    d = 0.002
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    v, f = box_mesh(0.2, 0.1, 0.05)
+    mesh_body = b.add_body(xform=((0.0, 0.0, 0.05 - d), quat((0, 0, 1), 0.2)))
+    b.add_shape_mesh(mesh_body, vertices=v, indices=f)
+    r, hh = 0.1, 0.2
+    standing = b.add_shape_cylinder(b.add_body(xform=((2.0, 0.0, hh - d), IDENTITY)), radius=r, half_height=hh)
+    # lying along x and turned 10 degrees about its axis: no rim sample sits at the bottom, the search must find it
+    q = wp.quat(*quat((1, 0, 0), 0.1745)) * wp.quat(*quat((0, 1, 0), math.pi / 2))
+    lying = b.add_shape_cylinder(b.add_body(xform=((4.0, 0.0, r - d), tuple(q))), radius=r, half_height=hh)
+    model = b.finalize(device=DEVICE)
+    _, g = detect(model)
+    print_contacts("mesh / cylinders on a plane", g)
+    sel = g["shape0"] == 1
+    assert np.count_nonzero(sel) == 4 and np.allclose(g["depth"][sel], d, atol=1e-6)
+    assert np.allclose(g["p0"][sel][:, 2], -d, atol=1e-6)
+    sel = g["shape0"] == standing  # the 8 points of the bottom rim
+    assert np.count_nonzero(sel) == 8 and np.allclose(g["depth"][sel], d, atol=1e-6)
+    assert np.allclose(np.linalg.norm(g["p0"][sel][:, :2] - [2.0, 0.0], axis=1), r, atol=1e-6)
+    sel = g["shape0"] == lying
+    ends = np.sign(g["p0"][sel][:, 0] - 4.0)
+    for e in (-1, 1):  # the deepest point of each rim: its lowest point, at depth d
+        k = ends == e
+        assert g["depth"][sel][k].max() == pytest.approx(d, abs=2e-6)
+        lowest = g["p0"][sel][k][np.argmax(g["depth"][sel][k])]
+        assert np.allclose(lowest, [4.0 + e * hh, 0.0, -d], atol=2e-4)
+    assert g["depth"][sel].max() < d + 2e-6
+
+
+def box_sdf_np(p, h):
+    q = np.abs(p) - h
+    return np.linalg.norm(np.maximum(q, 0.0), axis=-1) + np.minimum(q.max(axis=-1), 0.0)
+
+
+def box_edges(h):
+    """The 12 edges of a box with half extents h, as (start, end) points (12, 2, 3)."""
+    out = []
+    for k in range(3):
+        i, j = [a for a in range(3) if a != k]
+        for si in (-1, 1):
+            for sj in (-1, 1):
+                a = np.zeros(3)
+                a[i], a[j], a[k] = si * h[i], sj * h[j], -h[k]
+                b = a.copy()
+                b[k] = h[k]
+                out.append((a, b))
+    return np.array(out)
+
+
+def deepest_on_edges(edges, sdf, n=2001):
+    """Least ``sdf`` along the edges: n samples each, then n more across the best sample's neighbourhood
+    (resolution 4e-6 of the edge length; no convexity assumed)."""
+    t = np.linspace(0.0, 1.0, n)
+    a, b = edges[:, None, 0], edges[:, None, 1]
+    f = sdf(a + (b - a) * t[None, :, None])
+    best = t[np.argmin(f, axis=1)]
+    t2 = np.clip(best[:, None] + np.linspace(-1.0, 1.0, n)[None, :] / (n - 1), 0.0, 1.0)
+    return sdf(a + (b - a) * t2[:, :, None]).min()
+
+
+def box_face_points(h, n):
+    u, v = (g.ravel() for g in np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n)))
+    pts = []
+    for k in range(3):
+        i, j = [a for a in range(3) if a != k]
+        for s in (-1, 1):
+            p = np.zeros((n * n, 3))
+            p[:, k], p[:, i], p[:, j] = s * h[k], u * h[i], v * h[j]
+            pts.append(p)
+    return np.concatenate(pts)
+
+
+def box_box_penetration(hA, RA, hB, RB, c, n=None):
+    """Deepest point of either box inside the other (float64): on their edges, or (n given) on their
+    faces sampled on an n x n grid."""
+    def in_a(x):
+        return -box_sdf_np(x @ RA, hA)
+
+    def in_b(x):
+        return -box_sdf_np((x - c) @ RB, hB)
+
+    if n is not None:
+        return max(in_a(box_face_points(hB, n) @ RB.T + c).max(), in_b(box_face_points(hA, n) @ RA.T).max())
+    return -min(deepest_on_edges(box_edges(hB) @ RB.T + c, lambda x: -in_a(x)),
+                deepest_on_edges(box_edges(hA) @ RA.T, lambda x: -in_b(x)))
+
+
+def test_random_box_pairs_deepest_contact_matches_dense_sampling():
+    """Boxes of random size and orientation, pushed together along a random direction until 1 cm deep.
+
+    Reference: the deepest point of either box's edges inside the other, sampled densely along every edge
+    (faces, sampled on a 101 x 101 grid, are never deeper: for a shallow overlap the deepest point is on a
+    corner or an edge).
+    The narrow phase must find that depth with its corners and edge searches.
+    """
+    rng = np.random.default_rng(1)
+    trials = 12
+    b = inertia.ModelBuilder()
+    refs = []
+    for k in range(trials):
+        hA, hB = rng.uniform(0.1, 0.5, 3), rng.uniform(0.1, 0.5, 3)
+        qA, qB = quat(rng.normal(size=3), rng.uniform(0, 3)), quat(rng.normal(size=3), rng.uniform(0, 3))
+        RA, RB = rot(qA), rot(qB)
+        u = rng.normal(size=3)
+        u /= np.linalg.norm(u)
+        lo, hi = 0.0, np.linalg.norm(hA) + np.linalg.norm(hB)
+        for _ in range(30):  # bisect the distance of the centres to a 1 cm overlap (coarse face sampling)
+            mid = 0.5 * (lo + hi)
+            deep = box_box_penetration(hA, RA, hB, RB, mid * u, 41) > 0.01
+            lo, hi = (mid, hi) if deep else (lo, mid)
+        c = lo * u
+        ref = box_box_penetration(hA, RA, hB, RB, c)
+        assert box_box_penetration(hA, RA, hB, RB, c, 101) <= ref + 1e-6
+        refs.append(ref)
+        base = np.array([2.5 * (k % 4), 2.5 * (k // 4), 0.0])  # near the origin: float32 keeps 1e-6 m
+        b.add_shape_box(b.add_body(xform=(tuple(base), qA)), hx=hA[0], hy=hA[1], hz=hA[2])
+        b.add_shape_box(b.add_body(xform=(tuple(base + c), qB)), hx=hB[0], hy=hB[1], hz=hB[2])
+    _, g = detect(b.finalize(device=DEVICE))
+    got = np.array([g["depth"][g["shape0"] // 2 == k].max() for k in range(trials)])
+    print("random box pairs: deepest contact - sampled reference [m]:", np.round(got - np.array(refs), 8))
+    assert np.allclose(got, refs, atol=3e-6)  # float32 rounding of world coordinates up to 7.5 m
+
+
+def test_cylinders_and_meshes_against_boxes_and_each_other():
+    r, hh, d = 0.1, 0.25, 0.003
+    along_x = quat((0, 1, 0), math.pi / 2)
+    along_y = quat((1, 0, 0), math.pi / 2)
+    b = inertia.ModelBuilder()
+    v, f = box_mesh(1.0, 1.0, 0.5)
+    table = b.add_shape_box(xform=((0.0, 0.0, 0.5), IDENTITY), hx=1.0, hy=1.0, hz=0.5)  # static, top at z = 1
+    # the same as a mesh (its mask leaves out group 2: the mesh on the box, so no mesh-mesh pair to warn about)
+    mesh_table = b.add_shape_mesh(xform=((5.0, 0.0, 0.5), IDENTITY), vertices=v, indices=f, collision_mask=~2)
+    standing = b.add_shape_cylinder(b.add_body(xform=((-0.5, 0.0, 1.0 + hh - d), IDENTITY)), radius=r,
+                                    half_height=hh)
+    lying = b.add_shape_cylinder(b.add_body(xform=((0.4, 0.5, 1.0 + r - d), along_x)), radius=r, half_height=hh)
+    box_on_mesh = b.add_shape_box(b.add_body(xform=((5.0, 0.0, 1.1 - d), IDENTITY)), hx=0.2, hy=0.3, hz=0.1)
+    vm, fm = box_mesh(0.2, 0.3, 0.1)
+    mesh_on_box = b.add_shape_mesh(b.add_body(xform=((0.4, -0.5, 1.1 - d), IDENTITY)), vertices=vm, indices=fm,
+                                   collision_group=2)
+    # crossed cylinders lying on each other, far from the rest: side-on contact in the middle of both
+    low = b.add_shape_cylinder(b.add_body(xform=((10.0, 0.0, 1.0), along_x)), radius=r, half_height=hh)
+    high = b.add_shape_cylinder(b.add_body(xform=((10.0, 0.0, 1.0 + 2 * r - d), along_y)), radius=r,
+                                half_height=hh)
+    _, g = detect(b.finalize(device=DEVICE))
+    print_contacts("cylinders / meshes / boxes", g)
+
+    def between(s0, s1):
+        return ((g["shape0"] == s0) & (g["shape1"] == s1)) | ((g["shape0"] == s1) & (g["shape1"] == s0))
+
+    # standing on the box: the 8 points of the bottom rim and the bottom face's centre, all at depth d
+    sel = between(standing, table)
+    assert np.count_nonzero(sel) == 9 and np.allclose(g["depth"][sel], d, atol=2e-6)
+    assert np.allclose(g["normal"][sel], [0, 0, 1], atol=1e-5)
+    # lying on the box: the lowest point of each rim at depth d
+    sel = between(lying, table)
+    for e in (-1, 1):
+        k = sel & (np.sign(g["p0"][:, 0] - 0.4) == e)
+        assert g["depth"][k].max() == pytest.approx(d, abs=2e-6)
+        assert np.allclose(g["p0"][k][np.argmax(g["depth"][k])], [0.4 + e * hh, 0.5, 1.0 - d], atol=1e-4)
+    assert g["depth"][sel].max() < d + 2e-6
+    # a box on a mesh and a mesh on a box: the 4 bottom corners / vertices
+    for s, centre in ((box_on_mesh, (5.0, 0.0)), (mesh_on_box, (0.4, -0.5))):
+        sel = between(s, mesh_table if s == box_on_mesh else table)
+        assert np.count_nonzero(sel) == 4 and np.allclose(g["depth"][sel], d, atol=2e-6), s
+        assert np.allclose(np.abs(g["p0"][sel][:, :2] - centre), [0.2, 0.3], atol=1e-5), s
+    # crossed cylinders: each side's point facing the other, at depth d, normals vertical
+    sel = between(low, high)
+    assert np.count_nonzero(sel) == 2 and np.allclose(g["depth"][sel], d, atol=2e-6)
+    assert np.allclose(np.abs(g["normal"][sel][:, 2]), 1.0, atol=1e-5)
+    assert np.allclose(g["p0"][sel][:, :2], [10.0, 0.0], atol=1e-4)
+
+
+def test_mesh_mesh_pairs_warn_once():
+    b = inertia.ModelBuilder()
+    v, f = box_mesh(0.1, 0.1, 0.1)
+    b.add_shape_mesh(vertices=v, indices=f)
+    b.add_shape_mesh(b.add_body(xform=((0.0, 0.0, 0.19), IDENTITY)), vertices=v, indices=f)
+    model = b.finalize(device=DEVICE)
+    state, c = model.state(), model.contacts()
+    with pytest.warns(RuntimeWarning, match="mesh-mesh contact is not supported: the mesh shape pairs "
+                                            r"\('shape_0', 'shape_1'\) get no contact points") as record:
+        model.collide(state, c)
+    assert record[0].filename == __file__  # points at the caller's collide()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.collide(state, c)
+    assert len(c.rigid_pairs()) == 1 and len(c.rigid_contacts()["shape0"]) == 0
+
+
+def test_separated_shapes_beyond_the_margin_get_no_contact():
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    r = 0.1
+    gaps = [0.05, 0.015, 0.005]  # beyond 2 margins (no pair), between 1 and 2 (pair, no point), inside the margin
+    for k, gap in enumerate(gaps):
+        b.add_shape_sphere(b.add_body(xform=((3.0 * k, 0.0, 1.0), IDENTITY)), radius=r)
+        b.add_shape_sphere(b.add_body(xform=((3.0 * k + 2 * r + gap, 0.0, 1.0), IDENTITY)), radius=r)
+    box = b.add_body(xform=((20.0, 0.0, 0.5 + 0.05), IDENTITY))
+    b.add_shape_box(box, hx=0.5, hy=0.5, hz=0.5)  # 5 cm above the ground: no pair
+    c, g = detect(b.finalize(device=DEVICE))
+    pairs = {(int(i), int(j)) for i, j in c.rigid_pairs()}
+    print("pairs", sorted(pairs), "depths", g["depth"])
+    assert pairs == {(3, 4), (5, 6)}
+    assert len(g["depth"]) == 1 and g["depth"][0] == pytest.approx(-0.005, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- filters
+def overlapping_spheres(builder, body_a, body_b, props_a=None, props_b=None):
+    """Two spheres of radius 0.1 m, 0.15 m apart, on bodies a and b (shape indices returned)."""
+    sa = builder.add_shape_sphere(body_a, xform=((0.0, 0.0, 0.0), IDENTITY), radius=0.1, **(props_a or {}))
+    sb = builder.add_shape_sphere(body_b, xform=((0.15, 0.0, 0.0), IDENTITY), radius=0.1, **(props_b or {}))
+    return sa, sb
+
+
+def pair_set(model):
+    c = model.contacts()
+    model.collide(model.state(), c)
+    return {tuple(p) for p in c.rigid_pairs()}
+
+
+def test_filters_groups_bodies_joints_worlds_static_kinematic():
+    # collision bits: B's mask misses A's group
+    b = inertia.ModelBuilder()
+    overlapping_spheres(b, b.add_body(), b.add_body(), {"collision_group": 2}, {"collision_mask": 1})
+    assert pair_set(b.finalize(device=DEVICE)) == set()
+    b = inertia.ModelBuilder()
+    overlapping_spheres(b, b.add_body(), b.add_body(), {"collision_group": 3}, {"collision_mask": 1})
+    assert pair_set(b.finalize(device=DEVICE)) == {(0, 1)}
+    # collide_shapes=False
+    b = inertia.ModelBuilder()
+    overlapping_spheres(b, b.add_body(), b.add_body(), {"collide_shapes": False})
+    assert pair_set(b.finalize(device=DEVICE)) == set()
+    # same body
+    b = inertia.ModelBuilder()
+    body = b.add_body()
+    overlapping_spheres(b, body, body)
+    assert pair_set(b.finalize(device=DEVICE)) == set()
+    # a joint's parent and child, unless collide_parent=True
+    for collide_parent, expected in ((False, set()), (True, {(0, 1)})):
+        b = inertia.ModelBuilder()
+        p, ch = b.add_body(), b.add_body()
+        overlapping_spheres(b, p, ch)
+        b.add_joint_revolute(p, ch, collide_parent=collide_parent)
+        assert pair_set(b.finalize(device=DEVICE)) == expected, collide_parent
+    # worlds: different worlds never meet; the shared static world -1 meets both
+    b = inertia.ModelBuilder()
+    b.current_world = 0
+    w0 = b.add_body()
+    b.current_world = 1
+    w1 = b.add_body()
+    b.num_worlds = 2
+    overlapping_spheres(b, w0, w1)
+    static = b.add_shape_sphere(-1, xform=((0.07, 0.05, 0.0), IDENTITY), radius=0.1)
+    assert pair_set(b.finalize(device=DEVICE)) == {(0, static), (1, static)}
+    # static-static, kinematic-static: nothing; kinematic-dynamic: a pair
+    b = inertia.ModelBuilder()
+    overlapping_spheres(b, -1, -1)
+    assert pair_set(b.finalize(device=DEVICE)) == set()
+    b = inertia.ModelBuilder()
+    kin = b.add_body(kinematic=True)
+    overlapping_spheres(b, kin, -1)
+    b.add_ground_plane()
+    assert pair_set(b.finalize(device=DEVICE)) == set()
+    b = inertia.ModelBuilder()
+    kin = b.add_body(kinematic=True)
+    overlapping_spheres(b, kin, b.add_body())
+    assert pair_set(b.finalize(device=DEVICE)) == {(0, 1)}
+
+
+# --------------------------------------------------------------------------- broad phase vs brute force
+def brute_force_pairs(model, body_q):
+    """Pairs of overlapping AABBs (grown by the margin) that pass the filters, in float64 NumPy."""
+    types = model.shape_type.numpy()
+    scale = model.shape_scale.numpy().astype(np.float64)
+    xf = model.shape_transform.numpy().astype(np.float64)
+    sbody = model.shape_body.numpy()
+    world = model.shape_world.numpy()
+    inv_mass = model.body_inv_mass.numpy()
+    n = len(types)
+    lo, hi = np.zeros((n, 3)), np.zeros((n, 3))
+    for s in range(n):
+        if types[s] == GEO_PLANE:
+            continue
+        assert types[s] == GEO_BOX
+        R, p = rot(xf[s, 3:]), xf[s, :3]
+        if sbody[s] >= 0:
+            Rb = rot(body_q[sbody[s], 3:])
+            R, p = Rb @ R, Rb @ p + body_q[sbody[s], :3]
+        h = np.abs(R) @ scale[s] + model.rigid_contact_margin
+        lo[s], hi[s] = p - h, p + h
+    dyn = np.array([b >= 0 and inv_mass[b] > 0 for b in sbody])
+    out = set()
+    finite = [s for s in range(n) if types[s] != GEO_PLANE]
+    for s in finite:
+        for p in np.flatnonzero(types == GEO_PLANE):
+            z = xf[p, 2]  # ground planes through (0, 0, z), normal +z
+            if dyn[s] and lo[s, 2] <= z:
+                out.add((min(s, p), max(s, p)))
+    fl = np.array(finite)
+    for i, s in enumerate(fl):
+        t = fl[i + 1:]
+        ok = np.all((lo[t] <= hi[s]) & (lo[s] <= hi[t]), axis=1)
+        ok &= dyn[s] | dyn[t]
+        ok &= (world[s] < 0) | (world[t] < 0) | (world[t] == world[s])
+        ok &= sbody[t] != sbody[s]
+        out.update((int(s), int(u)) for u in t[ok])
+    return out
+
+
+def test_broad_phase_1000_boxes_on_a_plane_matches_brute_force_and_is_linear():
+    rng = np.random.default_rng(3)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    h = 0.1
+    nx, ny = 40, 25
+    for i in range(nx):
+        for j in range(ny):
+            # 1.5 cm gaps: less than 2 margins, so neighbours' AABBs overlap, but with a yaw of at most
+            # 0.02 rad the boxes stay more than a margin apart; resting 1 mm deep in the plane
+            yaw = quat((0, 0, 1), rng.uniform(-0.02, 0.02))
+            body = b.add_body(xform=((i * (2 * h + 0.015), j * (2 * h + 0.015), h - 0.001), yaw))
+            b.add_shape_box(body, hx=h, hy=h, hz=h)
+    model = b.finalize(device=DEVICE)
+    n = nx * ny
+    state = model.state()
+    c = model.contacts()
+    model.collide(state, c)
+    got = [tuple(p) for p in c.rigid_pairs()]
+    expected = brute_force_pairs(model, state.body_q.numpy().astype(np.float64))
+    contacts = c.counts()["rigid_contacts"]
+    print(f"1000 boxes: {len(got)} candidate pairs (brute force {len(expected)}, n^2/2 = {n * (n - 1) // 2}), "
+          f"{contacts} contact points")
+    assert len(got) == len(set(got)), "a pair was written twice"
+    assert set(got) == expected
+    assert len(got) < 10 * n
+    # every box rests on the plane with its 4 bottom corners; its neighbours are beyond the margin
+    assert contacts == 4 * n
+
+
+def test_broad_phase_many_worlds_and_shared_static_shapes_match_brute_force():
+    """Worlds on top of each other are swept apart; static shapes of world -1 meet every world."""
+    rng = np.random.default_rng(7)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    for _ in range(30):  # shared static boxes
+        b.add_shape_box(xform=(tuple(rng.uniform(-1.5, 1.5, 3)), quat(rng.normal(size=3), rng.uniform(0, 3))),
+                        hx=rng.uniform(0.02, 0.3), hy=rng.uniform(0.02, 0.3), hz=rng.uniform(0.02, 0.3))
+    for w in range(4):
+        b.current_world = w
+        for k in range(60):
+            body = b.add_body(xform=(tuple(rng.uniform(-1.5, 1.5, 3)), quat(rng.normal(size=3), rng.uniform(0, 3))),
+                              kinematic=(k % 10 == 0))
+            b.add_shape_box(body, hx=rng.uniform(0.02, 0.2), hy=rng.uniform(0.02, 0.2), hz=rng.uniform(0.02, 0.2))
+    b.num_worlds = 4
+    model = b.finalize(device=DEVICE)
+    state = model.state()
+    c = model.contacts()
+    model.collide(state, c)
+    got = [tuple(p) for p in c.rigid_pairs()]
+    expected = brute_force_pairs(model, state.body_q.numpy().astype(np.float64))
+    print(f"4 worlds x 60 boxes + 30 shared static boxes: {len(got)} pairs (brute force {len(expected)})")
+    assert len(got) == len(set(got)) and set(got) == expected and len(expected) > 100
+
+
+# --------------------------------------------------------------------------- overflow, capture, particles
+def test_overflow_is_reported_for_rigid_pairs_and_contacts():
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    for k in range(3):
+        b.add_shape_box(b.add_body(xform=((2.0 * k, 0.0, 0.49), IDENTITY)), hx=0.5, hy=0.5, hz=0.5)
+    model = b.finalize(device=DEVICE)
+    state = model.state()
+    small = model.contacts(rigid_pair_max=1)
+    with pytest.warns(RuntimeWarning, match="shape-shape candidate pairs.*rigid_pair_max"):
+        model.collide(state, small)
+    assert small.counts()["rigid_pairs"] == 3 and small.counts()["rigid_contacts"] == 4
+    with pytest.raises(ContactOverflowError,
+                       match=r"shape-shape candidate pairs \(broad phase\): 3 requested, capacity 1"):
+        small.check_overflow(raise_error=True)
+    few = model.contacts(rigid_contact_max=5)
+    with pytest.warns(RuntimeWarning, match="shape-shape contact points: 12 requested, capacity 5"):
+        model.collide(state, few)
+    roomy = model.contacts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.collide(state, roomy)
+    assert roomy.counts()["rigid_contacts"] == 12
+
+
+def sorted_contacts(c):
+    r = c.rigid_contacts()
+    rows = np.column_stack([r["shape0"], r["shape1"], r["point0"], r["thickness0"]])
+    return rows[np.lexsort(rows.T[::-1])]
+
+
+def test_captured_collide_replays_the_plain_call_on_moved_bodies():
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    b.add_shape_box(xform=((0.0, 0.0, 0.1), IDENTITY), hx=0.5, hy=0.5, hz=0.1)
+    box = b.add_body(xform=((0.0, 0.0, 0.29), IDENTITY))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
+    ball = b.add_body(xform=((2.0, 0.0, 0.09), IDENTITY))
+    b.add_shape_sphere(ball, radius=0.1)
+    cap = b.add_body(xform=((3.0, 0.0, 0.05), quat((0, 1, 0), math.pi / 2)))
+    b.add_shape_capsule(cap, radius=0.05, half_height=0.2)
+    b.add_particle((0.0, 0.0, 1.0), mass=1.0, radius=0.05)
+    model = b.finalize(device=DEVICE)
+    state = model.state()
+    plain, replayed = model.contacts(), model.contacts()
+    model.collide(state, replayed)  # loads the modules and makes the broad-phase buffers
+    # move the bodies: the box onto the ball, the capsule tilted onto the plane
+    q = state.body_q.numpy()
+    q[box, :3] = (2.0, 0.05, 0.28)
+    q[cap, 3:] = quat((0, 1, 0), 1.3)
+    state.body_q.assign(q)
+    with wp.ScopedCapture(device=DEVICE) as capture:
+        model.collide(state, replayed, check_overflow=False)
+    wp.capture_launch(capture.graph)
+    model.collide(state, plain)
+    a, r = sorted_contacts(plain), sorted_contacts(replayed)
+    print(f"captured collide: {len(r)} contacts, plain {len(a)}")
+    assert len(a) == 3 and np.array_equal(a, r)  # ball-plane, box-ball, the capsule's lower end on the plane
+    assert np.array_equal(np.sort(plain.rigid_pairs(), axis=0), np.sort(replayed.rigid_pairs(), axis=0))
+    # the graph reads the state's current poses: move again, replay, compare
+    q[box, :3] = (0.3, 0.3, 0.29)
+    state.body_q.assign(q)
+    wp.capture_launch(capture.graph)
+    model.collide(state, plain)
+    a, r = sorted_contacts(plain), sorted_contacts(replayed)
+    assert len(a) == 6 and np.array_equal(a, r)  # the box back on the static box: + its 4 corners, - the ball
+
+
+def test_particles_meet_shapes_on_bodies_at_their_current_pose():
+    b = inertia.ModelBuilder()
+    b.particle_collide = False
+    body = b.add_body(xform=((0.0, 0.0, 0.0), IDENTITY))
+    s_box = b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.2)
+    b.add_shape_sphere(body, xform=((0.0, 0.0, 0.3), IDENTITY), radius=0.1, collide_particles=False)
+    b.add_particle((1.0, 0.0, 0.22), mass=1.0, radius=0.05)  # beside the box where the body will be
+    b.add_particle((0.0, 0.0, 0.42), mass=1.0, radius=0.05)  # on the sphere that ignores particles
+    model = b.finalize(device=DEVICE)
+    state = model.state()
+    c = model.contacts()
+    model.collide(state, c)
+    assert len(c.soft_contact_pairs()) == 0
+    q = state.body_q.numpy()
+    q[body, :3] = (1.0, 0.0, 0.0)  # now the first particle touches the box's top face
+    state.body_q.assign(q)
+    model.collide(state, c)
+    assert [tuple(p) for p in c.soft_contact_pairs()] == [(0, s_box)]
+
+
+def test_collide_rejects_a_state_of_another_model():
+    b = inertia.ModelBuilder()
+    b.add_shape_sphere(b.add_body(), radius=0.1)
+    model = b.finalize(device=DEVICE)
+    other = inertia.ModelBuilder()
+    other.add_shape_sphere(other.add_body(), radius=0.1)
+    other.add_shape_sphere(other.add_body(), radius=0.1)
+    with pytest.raises(ValueError, match="state.body_q has 2 bodies, the model 1"):
+        model.collide(other.finalize(device=DEVICE).state(), model.contacts())

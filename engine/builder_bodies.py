@@ -52,12 +52,12 @@ def _inertia(value) -> np.ndarray:
 class BodyBuilderMixin:
     """Body and joint methods of :class:`inertia.ModelBuilder` (conventions in the module docstring)."""
 
-    # SemiImplicitSolver: joints hold their constrained directions with stiff springs (see
-    # inertia.solvers.forces.joints for the units and how they are used)
-    joint_attach_ke = 1.0e4
-    joint_attach_kd = 1.0e2
-    default_limit_ke = 1.0e4  # joint limit stiffness [N/m or N m/rad], SemiImplicitSolver
-    default_limit_kd = 1.0e1  # joint limit damping
+    # SemiImplicitSolver: joints hold their constrained directions with springs scaled by the joint's effective
+    # mass (inertia.solvers.forces.joints): a separation d accelerates back at -ke d - kd d', any masses
+    joint_attach_ke = 1.0e5  # [1/s^2] (angular frequency 316 rad/s; stable while sqrt(ke) dt < ~1)
+    joint_attach_kd = 1.0e2  # [1/s]
+    default_limit_ke = 1.0e4  # joint limit stiffness [N m/rad revolute, N/m prismatic], SemiImplicitSolver
+    default_limit_kd = 1.0e1  # joint limit damping [N m s/rad revolute, N s/m prismatic]
 
     def _init_bodies(self):
         self.body_q, self.body_qd, self.body_mass, self.body_inertia, self.body_com = [], [], [], [], []

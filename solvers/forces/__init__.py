@@ -1,8 +1,10 @@
-"""Force stages of the SemiImplicitSolver: each accumulates into a particle force array."""
+"""Force stages of the SemiImplicitSolver: each accumulates into a particle force or body wrench array."""
 
 from .bending import eval_bending_forces
+from .body_contact import eval_body_contact_forces
 from .contact import eval_particle_pair_contact_forces, eval_particle_shape_contact_forces
 from .external import apply_control_forces, apply_control_wrenches
+from .joints import eval_joint_forces
 from .springs import eval_spring_forces
 from .tetrahedra import eval_tetrahedron_forces
 from .triangles import eval_triangle_forces
@@ -16,4 +18,6 @@ __all__ = [
     "eval_tetrahedron_forces",
     "eval_particle_shape_contact_forces",
     "eval_particle_pair_contact_forces",
+    "eval_joint_forces",
+    "eval_body_contact_forces",
 ]

@@ -15,11 +15,22 @@ where eps = ``model.friction_smoothing`` [m/s] makes Coulomb's law smooth (so it
 is differentiable at v_t = 0) and the second bound keeps an explicit step from
 reversing the sliding direction (m is the reduced mass of the pair). When
 sliding faster than eps, the deceleration is mu g on flat ground, as Coulomb says.
+
+Particle-shape contact is two-way: a shape on a body is placed by its body's
+current pose, the particle's velocity is taken relative to the body's material
+point at the contact, and the body receives the reaction (minus the particle's
+force) along the particle force's line of action, through the particle's centre
+(a particle does not spin, so this keeps angular momentum exactly). The reduced mass of the
+friction bound then includes the body's mass and inertia at that point along
+the sliding direction. A static shape is the body-less special case and gives
+bitwise the forces it gave before bodies existed. A kinematic body pushes
+particles but takes no reaction.
 """
 
 import warp as wp
 
-from ...collision.sdf import shape_sdf_world
+from ...collision.sdf import shape_sdf_world, shape_world_transform
+from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 
 
@@ -55,12 +66,82 @@ def friction_force(vt: wp.vec3, fn: float, mu: float, eps: float, mass: float, d
     return -vt * (magnitude / speed)
 
 
+@wp.func
+def inverse_mass_of(body_inv_mass: wp.array(dtype=float), b: int):
+    """Inverse mass [1/kg] of body ``b``; 0 for the world (-1)."""
+    if b < 0:
+        return 0.0
+    return body_inv_mass[b]
+
+
+@wp.func
+def body_inverse_mass_at(
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    b: int,
+    x: wp.vec3,
+):
+    """Inverse mass matrix [1/kg] of body ``b`` at world point ``x``: the velocity change there per unit impulse.
+
+    K = 1/m I + [r]x^T I_w^-1 [r]x with r from the centre of mass to ``x`` and I_w^-1 the
+    world inverse inertia. Zero for the world (-1) and kinematic bodies (inverse mass and
+    inertia 0): they do not give.
+    """
+    if b < 0:
+        return wp.mat33(0.0)
+    pose = body_q[b]
+    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
+    inv_inertia_w = rot * body_inv_inertia[b] * wp.transpose(rot)
+    rx = wp.skew(x - wp.transform_point(pose, body_com[b]))
+    return wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * inv_inertia_w * rx
+
+
+@wp.func
+def inverse_mass_along(
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    b: int,
+    x: wp.vec3,
+    vt: wp.vec3,
+):
+    """Inverse mass [1/kg] of body ``b`` at world point ``x`` along the direction of ``vt``: 1/m + |r x t|^2_{I^-1}.
+
+    t = vt / |vt| is taken smoothly (t -> 0 as vt -> 0, leaving 1/m), so the value and its
+    gradient stay finite when nothing slides. Zero for the world and kinematic bodies.
+    """
+    if b < 0:
+        return 0.0
+    pose = body_q[b]
+    t = vt / wp.sqrt(wp.dot(vt, vt) + 1.0e-20)
+    r_t = wp.quat_rotate_inv(wp.transform_get_rotation(pose), wp.cross(x - wp.transform_point(pose, body_com[b]), t))
+    return body_inv_mass[b] + wp.dot(r_t, body_inv_inertia[b] * r_t)
+
+
+@wp.func
+def wrench_at(
+    body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3), b: int, f: wp.vec3, x: wp.vec3
+):
+    """The wrench (force at the centre of mass, torque about it; world) of force ``f`` acting at world point ``x``."""
+    com = wp.transform_point(body_q[b], body_com[b])
+    return wp.spatial_vector(f, wp.cross(x - com, f))
+
+
 @wp.kernel
 def particle_shape_contact_kernel(
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    shape_body: wp.array(dtype=wp.int32),
     shape_type: wp.array(dtype=wp.int32),
     shape_transform: wp.array(dtype=wp.transform),
     shape_scale: wp.array(dtype=wp.vec3),
@@ -75,27 +156,41 @@ def particle_shape_contact_kernel(
     smoothing: float,
     dt: float,
     f: wp.array(dtype=wp.vec3),
+    body_f: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
     if c >= contact_count[0]:
         return
     p = contact_particle[c]
     s = contact_shape[c]
+    b = shape_body[s]
     w = inv_mass[p]
-    if w == 0.0:
-        return  # kinematic particles are not pushed by static shapes
+    body_dynamic = False
+    if b >= 0:
+        body_dynamic = body_inv_mass[b] > 0.0
+    if w == 0.0 and not body_dynamic:
+        return  # neither side can move: a kinematic particle against a static or kinematic shape
     r = radius[p]
-    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], shape_transform[s], x[p], 2.0 * r + 1.0)
+    X = shape_world_transform(shape_body, shape_transform, body_q, s)
+    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], X, x[p], 2.0 * r + 1.0)
     depth = r - sd[3]
     if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
         return
     n = wp.vec3(sd[0], sd[1], sd[2])
-    vp = v[p]
-    vn = wp.dot(n, vp)
+    x_surface = x[p] - n * sd[3]
+    # the particle's velocity relative to the shape's material point (static shapes: zero, exactly)
+    vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
+    vn = wp.dot(n, vrel)
     d = contact_depth(depth, smoothing)
     fn = wp.max(shape_ke[s] * d - shape_kd[s] * vn * contact_gate(depth, smoothing), 0.0)
-    ft = friction_force(vp - n * vn, fn, shape_mu[s], friction_eps, 1.0 / w, dt)
-    wp.atomic_add(f, p, n * fn + ft)
+    vt = vrel - n * vn
+    # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
+    w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
+    fc = n * fn + friction_force(vt, fn, shape_mu[s], friction_eps, 1.0 / (w + w_body), dt)
+    wp.atomic_add(f, p, fc)
+    if body_dynamic:
+        # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
+        wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
 
 
 @wp.kernel
@@ -137,7 +232,8 @@ def particle_pair_contact_kernel(
     wp.atomic_sub(f, j, fc)
 
 
-def eval_particle_shape_contact_forces(model, state, contacts, dt: float, particle_f) -> None:
+def eval_particle_shape_contact_forces(model, state, contacts, dt: float, particle_f, body_f) -> None:
+    """Stage: penalty contact of particles against shapes; shapes on dynamic bodies take the reaction in ``body_f``."""
     if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
         return
     wp.launch(
@@ -145,12 +241,13 @@ def eval_particle_shape_contact_forces(model, state, contacts, dt: float, partic
         dim=contacts.soft_contact_max,
         inputs=[
             state.particle_q, state.particle_qd, model.particle_radius, model.particle_inv_mass,
-            model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
+            state.body_q, state.body_qd, model.body_com, model.body_inv_mass, model.body_inv_inertia,
+            model.shape_body, model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
             model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
             contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
             model.friction_smoothing, model.contact_smoothing, dt,
         ],
-        outputs=[particle_f],
+        outputs=[particle_f, body_f],
         device=model.device,
     )
 

@@ -1,0 +1,292 @@
+"""Gradients of the SemiImplicitSolver's rigid stages (wp.Tape vs central differences), and bad input.
+
+Each scenario keeps the same contact set across the finite-difference
+perturbations, where the rollout is smooth in the parameter:
+
+- a cube sliding on the ground (4 corner contacts, sliding far faster than
+  ``friction_smoothing``): gradients w.r.t. its initial velocity
+  ``state.body_qd``, its inverse mass ``model.body_inv_mass`` (what every
+  kernel reads; the inertia is held fixed) and both shapes'
+  ``shape_material_mu``;
+- a rod driven about a horizontal hinge against gravity: gradients w.r.t.
+  ``Control.joint_target_pos``, the initial ``body_qd`` and the inverse mass
+  (joint springs, drive and gravity);
+- a particle pressed onto a free box and sliding on it (two-way contact,
+  gravity off): gradients w.r.t. the particle's and the box's initial velocities.
+
+Where a perturbation adds or removes a contact (a drop whose impact moves
+from one step to the next, a joint limit being reached, friction sticking
+at |v_t| ~ friction_smoothing with the split bound of body_contact) the
+rollout is not smooth and a finite difference says nothing about the tape
+gradient; such scenarios are not compared here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import warp as wp
+
+from conftest import DEVICE
+from gradcheck import central_difference, check, grad_entries
+
+import inertia
+from inertia.solvers.forces import eval_body_contact_forces
+
+G = 9.81
+
+
+@wp.kernel
+def body_loss_kernel(
+    q: wp.array(dtype=wp.transform),
+    qd: wp.array(dtype=wp.spatial_vector),
+    wq: wp.array2d(dtype=float),
+    wqd: wp.array2d(dtype=float),
+    out: wp.array(dtype=float),
+):
+    i = wp.tid()
+    p = wp.transform_get_translation(q[i])
+    r = wp.transform_get_rotation(q[i])
+    s = float(0.0)
+    for k in range(3):
+        s += wq[i, k] * p[k]
+    for k in range(4):
+        s += wq[i, 3 + k] * r[k]
+    for k in range(6):
+        s += wqd[i, k] * qd[i][k]
+    wp.atomic_add(out, 0, s)
+
+
+@wp.kernel
+def particle_loss_kernel(q: wp.array(dtype=wp.vec3), qd: wp.array(dtype=wp.vec3), w: wp.array2d(dtype=float),
+                         out: wp.array(dtype=float)):
+    i = wp.tid()
+    s = float(0.0)
+    for k in range(3):
+        s += w[i, k] * q[i][k] + w[i, 3 + k] * qd[i][k]
+    wp.atomic_add(out, 0, s)
+
+
+class BodyRollout:
+    """``steps`` collide + step calls, one State per step; loss = random weights . final (body_q, body_qd, particles)."""
+
+    def __init__(self, model, steps, dt, seed=0):
+        self.model, self.steps, self.dt = model, steps, dt
+        rng = np.random.default_rng(seed)
+        nb, n = model.body_count, max(model.particle_count, 1)
+        self.wq_np, self.wqd_np = rng.uniform(-1, 1, (nb, 7)), rng.uniform(-1, 1, (nb, 6))
+        self.wp_np = rng.uniform(-1, 1, (n, 6))
+        self.wq, self.wqd, self.wp = (wp.array(a.astype(np.float32), dtype=float, device=DEVICE)
+                                      for a in (self.wq_np, self.wqd_np, self.wp_np))
+        self.states = [model.state() for _ in range(steps + 1)]
+        self.control = model.control()
+        self.contacts = model.contacts()
+        self.solver = inertia.SemiImplicitSolver(model)
+
+    def _run(self):
+        for t in range(self.steps):
+            self.model.collide(self.states[t], self.contacts)
+            self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
+
+    def loss(self) -> float:
+        self._run()
+        last = self.states[-1]
+        q, qd = last.body_q.numpy().astype(np.float64), last.body_qd.numpy().astype(np.float64)
+        out = float(np.sum(q * self.wq_np) + np.sum(qd * self.wqd_np))
+        if self.model.particle_count:
+            x = np.concatenate([last.particle_q.numpy(), last.particle_qd.numpy()], axis=1).astype(np.float64)
+            out += float(np.sum(x * self.wp_np))
+        return out
+
+    def backward(self) -> float:
+        loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            self._run()
+            last = self.states[-1]
+            wp.launch(body_loss_kernel, dim=self.model.body_count,
+                      inputs=[last.body_q, last.body_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
+            if self.model.particle_count:
+                wp.launch(particle_loss_kernel, dim=self.model.particle_count,
+                          inputs=[last.particle_q, last.particle_qd, self.wp], outputs=[loss], device=DEVICE)
+        tape.backward(loss)
+        self.tape = tape
+        return float(loss.numpy()[0])
+
+
+def smoothed_rest_depth(load, ke, h):
+    """Depth [m] at which a smoothed contact (h > 0) carries ``load`` [N]: h ln(exp(load / (ke h)) - 1)."""
+    return h * math.log(math.expm1(load / (ke * h)))
+
+
+def sliding_cube(steps=40, smoothing=1e-3):
+    """A 1 kg cube sliding and spinning on the ground, from rest height. ``contact_smoothing`` keeps the rollout
+    smooth where friction's pitching torque unloads the trailing corners (plain contact: they lift off for a
+    step or two, and the finite differences in the normal direction swing by 40 % with their step)."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.contact_smoothing = smoothing
+    b.add_ground_plane(mu=0.4)
+    h = 0.05
+    depth = smoothed_rest_depth(G / 4, b.default_shape_ke, smoothing)
+    body = b.add_body(xform=((0, 0, h - depth), (0, 0, 0, 1)),
+                      linear_velocity=(1.0, 0.3, 0.0), angular_velocity=(0.0, 0.0, 0.8))
+    b.add_shape_box(body, hx=h, hy=h, hz=h, density=1.0 / (8 * h ** 3), mu=0.6)
+    return BodyRollout(b.finalize(device=DEVICE, requires_grad=True), steps, 1e-3)
+
+
+def test_gradients_of_a_cube_sliding_on_the_ground():
+    r = sliding_cube()
+    r.backward()
+    assert r.contacts.counts()["rigid_contacts"] == 4
+    qd0, model = r.states[0].body_qd, r.model
+    entries = list(range(6))
+    g = grad_entries(qd0, entries)
+    check("sliding cube d/d body_qd0", g, central_difference(r.loss, qd0, entries, 1e-2), 2e-2)
+    g = grad_entries(model.body_inv_mass, [0])
+    check("sliding cube d/d body_inv_mass", g, central_difference(r.loss, model.body_inv_mass, [0], 1e-2), 2e-2)
+    g = grad_entries(model.shape_material_mu, [0, 1])
+    check("sliding cube d/d shape mu (ground, cube)", g,
+          central_difference(r.loss, model.shape_material_mu, [0, 1], 1e-2), 2e-2)
+    # the two mu enter as their mean: equal gradients
+    assert abs(g[0] - g[1]) < 1e-3 * abs(g[0])
+
+
+def test_gradients_of_a_driven_arm_against_gravity():
+    b = inertia.ModelBuilder(gravity=-G)
+    length, m = 0.4, 1.0
+    body = b.add_body(mass=m, inertia=(m * length ** 2 / 12, m * length ** 2 / 12, 1e-3),
+                      xform=((0.5 * length, 0, 1.0), tuple(wp.quat_from_axis_angle(wp.vec3(0, 1, 0), math.pi / 2))),
+                      linear_velocity=(0.0, 0.0, 0.2), angular_velocity=(0.0, -0.1, 0.0))
+    b.add_joint_revolute(-1, body, parent_xform=((0, 0, 1.0), (0, 0, 0, 1)),
+                         child_xform=((0, 0, -0.5 * length), tuple(wp.quat_from_axis_angle(wp.vec3(0, 1, 0),
+                                                                                            -math.pi / 2))),
+                         axis=(0, 1, 0), target_ke=20.0, target_kd=1.0)
+    r = BodyRollout(b.finalize(device=DEVICE, requires_grad=True), 60, 1e-3, seed=1)
+    r.control.joint_target_pos.assign([0.3])
+    r.backward()
+    target, qd0, model = r.control.joint_target_pos, r.states[0].body_qd, r.model
+    check("arm d/d joint_target_pos", grad_entries(target, [0]), central_difference(r.loss, target, [0], 1e-2), 2e-2)
+    entries = list(range(6))
+    # vx (along the rod) and wy (the hinge rate, which the stiff joint springs share with vz) have gradients of
+    # ~1e-3 against 0.27 for vz: their finite differences sit at the float32 noise floor of the stiff joint
+    # springs (they move by 30 % between eps = 1e-2 and 3e-3), so the error floor is 5 % of the largest entry
+    check("arm d/d body_qd0", grad_entries(qd0, entries), central_difference(r.loss, qd0, entries, 1e-2), 2e-2,
+          floor=5e-2)
+    check("arm d/d body_inv_mass", grad_entries(model.body_inv_mass, [0]),
+          central_difference(r.loss, model.body_inv_mass, [0], 1e-2), 2e-2)
+
+
+def test_gradients_of_a_particle_sliding_on_a_free_box():
+    b = inertia.ModelBuilder(gravity=0.0)
+    b.particle_collide = False
+    b.contact_smoothing = 1e-3  # as for the cube: smooth in the normal direction
+    radius = 0.02
+    depth = smoothed_rest_depth(4.0, b.default_shape_ke, b.contact_smoothing)
+    b.add_particle(pos=(0.0, 0.0, 0.05 + radius - depth), vel=(0.8, 0.2, -0.05), mass=0.2, radius=radius)
+    body = b.add_body(angular_velocity=(0.0, 0.0, 0.3))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.05, density=1000.0 / 16, mu=0.5)  # 1 kg
+    r = BodyRollout(b.finalize(device=DEVICE, requires_grad=True), 40, 1e-3, seed=2)
+    r.control.particle_f.assign([(0.0, 0.0, -4.0)])  # keeps the particle pressed on the box
+    r.backward()
+    assert r.contacts.counts()["soft_contacts"] == 1
+    s0 = r.states[0]
+    check("particle on box d/d particle_qd0", grad_entries(s0.particle_qd, [0, 1, 2]),
+          central_difference(r.loss, s0.particle_qd, [0, 1, 2], 1e-2), 2e-2)
+    entries = list(range(6))
+    check("particle on box d/d body_qd0", grad_entries(s0.body_qd, entries),
+          central_difference(r.loss, s0.body_qd, entries, 1e-2), 2e-2)
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("name, value", [("joint_attach_ke", -1.0), ("joint_attach_kd", float("nan")),
+                                         ("joint_attach_ke", float("inf"))])
+def test_bad_joint_attachment_gains_are_refused(name, value):
+    b = inertia.ModelBuilder()
+    body = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1))
+    b.add_joint_ball(-1, body)
+    setattr(b, name, value)
+    model = b.finalize(device=DEVICE)
+    with pytest.raises(ValueError, match=f"model.{name} must be a finite number >= 0"):
+        inertia.SemiImplicitSolver(model)
+
+
+def test_joint_controls_of_the_wrong_size_are_refused():
+    b = inertia.ModelBuilder()
+    body = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1))
+    b.add_joint_revolute(-1, body)
+    model = b.finalize(device=DEVICE)
+    solver = inertia.SemiImplicitSolver(model)
+    control = model.control()
+    control.joint_target_pos = wp.zeros(3, dtype=float, device=DEVICE)
+    with pytest.raises(ValueError, match="control.joint_target_pos has 3 entries, the model has 1 joint degrees"):
+        solver.step(model.state(), model.state(), control, None, 1e-3)
+
+
+def test_a_step_without_control_drives_nothing():
+    """control=None: no drive targets, no effort (the solver's zero inputs), and the same step as a zero Control."""
+    b = inertia.ModelBuilder()
+    body = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1), xform=((0.3, 0, 0), (0, 0, 0, 1)),
+                      angular_velocity=(0, 0, 1.0))
+    b.add_joint_revolute(-1, body, child_xform=((-0.3, 0, 0), (0, 0, 0, 1)), target_ke=5.0, target_kd=1.0)
+    model = b.finalize(device=DEVICE)
+    solver = inertia.SemiImplicitSolver(model)
+    a, c, d = model.state(), model.state(), model.state()
+    solver.step(a, c, None, None, 1e-3)
+    solver.step(a, d, model.control(), None, 1e-3)
+    assert np.array_equal(c.body_qd.numpy(), d.body_qd.numpy())
+
+
+def test_body_contact_stage_refuses_a_count_buffer_of_the_wrong_size():
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(xform=((0, 0, 0.04), (0, 0, 0, 1)))
+    b.add_shape_box(body, hx=0.05, hy=0.05, hz=0.05)
+    model = b.finalize(device=DEVICE)
+    state, contacts = model.state(), model.contacts()
+    model.collide(state, contacts)
+    counts = wp.zeros(3, dtype=wp.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="counts must be an int32 array of 1 entries"):
+        eval_body_contact_forces(model, state, contacts, 1e-3, state.body_f, counts)
+
+
+# --------------------------------------------------------------------------- graph capture
+def test_captured_rigid_steps_replay_the_plain_loop_bitwise():
+    """collide + step with joints, shape-shape and particle-body contact allocate nothing after a state's first
+    step and read nothing back: a captured pair of steps replays the plain loop bitwise."""
+    def build():
+        b = inertia.ModelBuilder(gravity=-G)
+        b.add_ground_plane()
+        box = b.add_body(xform=((0, 0, 0.06), (0, 0, 0, 1)), linear_velocity=(0.3, 0, 0))
+        b.add_shape_box(box, hx=0.05, hy=0.05, hz=0.05)
+        link = b.add_body(mass=1.0, inertia=(0.01, 0.01, 0.01), xform=((0.5, 0, 1.0), (0, 0, 0, 1)))
+        b.add_joint_revolute(-1, link, parent_xform=((0.3, 0, 1.0), (0, 0, 0, 1)),
+                             child_xform=((-0.2, 0, 0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=5.0)
+        b.add_particle(pos=(0.0, 0.0, 0.13), mass=0.1, radius=0.02)
+        return b.finalize(device=DEVICE)
+
+    def pair(model, s, control, contacts, solver):
+        for a, c in ((0, 1), (1, 0)):
+            model.collide(s[a], contacts, check_overflow=False)
+            solver.step(s[a], s[c], control, contacts, 1e-3)
+
+    runs = []
+    for captured in (False, True):
+        model = build()
+        s, control, contacts = [model.state(), model.state()], model.control(), model.contacts()
+        control.joint_target_pos.assign([0.4])
+        solver = inertia.SemiImplicitSolver(model)
+        pair(model, s, control, contacts, solver)  # first steps: per-state buffers, module loads
+        if captured:
+            with wp.ScopedCapture(device=DEVICE) as cap:
+                pair(model, s, control, contacts, solver)
+            for _ in range(20):
+                wp.capture_launch(cap.graph)
+        else:
+            for _ in range(20):
+                pair(model, s, control, contacts, solver)
+        runs.append((s[0].body_q.numpy(), s[0].body_qd.numpy(), s[0].particle_q.numpy()))
+    for plain, replay in zip(*runs):
+        np.testing.assert_array_equal(plain, replay)
+    assert runs[0][0][0][0] > 0.005  # the box slid: the replay simulated

@@ -11,6 +11,7 @@ from .builder import ModelBuilder
 from .contacts import ContactOverflowError, Contacts
 from .diagnostics import NonFiniteError
 from .kinematics import eval_fk, eval_ik
+from .urdf import UrdfError
 from .materials import lame_from_young
 from .model import Model
 from .rollout import DIFFERENTIABLE_PARAMS, Rollout
@@ -22,11 +23,16 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # USD (pxr) takes a moment to import: load it only when a recorder is asked for.
+    # USD (pxr) takes a moment to import: load it only when a recorder or the USD importer is asked for.
     if name == "UsdRecorder":
         from .usd import UsdRecorder
 
         return UsdRecorder
+    if name in ("usd_physics", "save_usd"):
+        import importlib
+
+        module = importlib.import_module(".usd_physics", __name__)
+        return module if name == "usd_physics" else module.save_usd
     raise AttributeError(f"module 'inertia' has no attribute {name!r}")
 
 
@@ -48,4 +54,6 @@ __all__ = [
     "eval_fk",
     "eval_ik",
     "UsdRecorder",
+    "UrdfError",
+    "save_usd",
 ]

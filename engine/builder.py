@@ -16,14 +16,17 @@ from .builder_grids import GridBuilderMixin
 from .builder_shapes import ShapeBuilderMixin
 from .geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
 from .types import PARTICLE_FLAG_ACTIVE, axis_index
+from .urdf import SceneImportMixin
 
 
-class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin):
+class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneImportMixin):
     """Builds a :class:`inertia.Model` from particles, elements, rigid bodies, joints and shapes.
 
     Particles and elements are added here; grids in ``builder_grids``, shapes in
     ``builder_shapes``, bodies and joints in ``builder_bodies`` (their docstrings
-    give the conventions: frames, units, joint coordinates).
+    give the conventions: frames, units, joint coordinates); whole robots and
+    scenes from URDF (``add_urdf``, ``inertia.urdf``) and USD physics
+    (``add_usd``, ``inertia.usd_physics``).
 
     Args:
         up_axis: "x", "y" or "z" (default "z").

@@ -65,10 +65,14 @@ class Contacts:
             frame of shape 0's body (in world when shape 0 is static).
         rigid_contact_thickness0: ``wp.array(float)`` [m], the radius swept about
             that point (a sphere's or capsule's radius; 0 for box and mesh vertices).
+        rigid_contact_normal1: ``wp.array(vec3)``, zero for most contacts; for box-box
+            contacts the unit normal in shape 1's frame (out of shape 1), fixed by the
+            separating-axis test.
         A contact says: the sphere of radius thickness0 about point0 touches (or
-        is within ``model.rigid_contact_margin`` of) shape 1. Solvers evaluate shape
-        1's signed distance at the point's current world position each time they
-        need it, so depth and normal follow both bodies' current poses.
+        is within ``model.rigid_contact_margin`` of) shape 1. Solvers evaluate its
+        depth at the point's current world position each time they need it (shape 1's
+        signed distance, or with a fixed normal the distance to shape 1's supporting
+        plane along it), so depth and normal follow both bodies' current poses.
 
     The force kernels recompute distances and normals from the current
     positions, so the contact forces (and their gradients) follow the geometry
@@ -96,6 +100,7 @@ class Contacts:
             self.rigid_contact_shape1 = wp.full(nc, -1, dtype=wp.int32)
             self.rigid_contact_point0 = wp.zeros(nc, dtype=wp.vec3)
             self.rigid_contact_thickness0 = wp.zeros(nc, dtype=float)
+            self.rigid_contact_normal1 = wp.zeros(nc, dtype=wp.vec3)
             # largest (soft, pair, rigid pair, rigid contact) counts requested since reset_peak(): an
             # overflow in any step of a long run stays visible without a host read per step
             self.peak_counts = wp.zeros(4, dtype=wp.int32)
@@ -187,4 +192,5 @@ class Contacts:
             "shape1": self.rigid_contact_shape1.numpy()[:n],
             "point0": self.rigid_contact_point0.numpy()[:n],
             "thickness0": self.rigid_contact_thickness0.numpy()[:n],
+            "normal1": self.rigid_contact_normal1.numpy()[:n],
         }

@@ -44,7 +44,8 @@ def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
 
 _CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
                     "particle_pair_count", "particle_pair", "rigid_contact_count", "rigid_contact_shape0",
-                    "rigid_contact_shape1", "rigid_contact_point0", "rigid_contact_thickness0")
+                    "rigid_contact_shape1", "rigid_contact_point0", "rigid_contact_thickness0",
+                    "rigid_contact_normal1")
 
 
 

@@ -421,9 +421,9 @@ def test_pile_of_64_boxes_stays_above_the_ground(box_pile):
     assert speed.max() < 3.0  # no blow-up: below the fastest free fall in the pile (sqrt(2 g 0.33 m) = 2.5 m/s)
 
 
-@pytest.mark.xfail(strict=True, reason="equal boxes stacked face to face get no contact point at the corners of their "
-                   "overlap (the narrow phase emits each edge's deepest point, not where it enters the other box), so "
-                   "towers rock on partial support and topple: see the report of the rigid-contact task")
+@pytest.mark.xfail(strict=True, reason="smoothed Coulomb friction lets resting boxes creep (a few mm/s under a "
+                   "small tilt): after 1.5 s a tower's top box is still sliding off the box below it (measured "
+                   "0.06 m/s max, one box above 0.05 m/s); the XPBDSolver's positional static friction holds")
 def test_pile_of_64_boxes_comes_to_rest(box_pile):
     sim, _ = box_pile
     speed = np.linalg.norm(sim.state.body_qd.numpy()[:, :3], axis=1)

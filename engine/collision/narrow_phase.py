@@ -29,8 +29,9 @@ capsule - capsule       A -> B: both end points and the searched point of A's se
                         closest points of the two segments); B -> A: both end points (two
                         parallel capsules get contacts at both ends)
 box - plane             box -> plane: the 8 corners (resting flat: the 4 bottom corners)
-box - box               each -> the other: the 8 corners, and for each of the 12 edges the
-                        searched edge point (edge-edge contact)
+box - box               separating axes, then the incident face clipped against the reference
+                        face (up to 8 points) or one edge-edge point, with the contact normal
+                        fixed in the reference box's frame (``inertia.collision.box_box``)
 cylinder - plane        cylinder -> plane: per rim, 8 points 45 degrees apart and the searched
                         rim point (the lowest point of a tilted or lying cylinder)
 cylinder - box          each -> the other. Cylinder: per rim 8 points and a searched rim
@@ -44,13 +45,11 @@ mesh - sphere / capsule sphere / capsule -> mesh, as above
 mesh - mesh             not supported: no points (``collide`` warns once per model)
 ======================  =====================================================================
 
-Limits: the depth of a contact is its point's penetration into the other
-shape along that shape's SDF normal. For two box edges crossing with vertical
-overlap delta at 45 degrees this is delta / sqrt(2) (the deepest point of
-either box inside the other), not the distance delta along the edges' common
-normal, which a point-versus-SDF contact cannot express. Contacts are not merged:
-two touching boxes of equal faces get each box's 4 corners against the
-other, 8 points. Mesh SDFs need closed meshes.
+Limits: outside box-box pairs, the depth of a contact is its point's
+penetration into the other shape along that shape's SDF normal (box-box
+contacts carry their own normal, so two box edges crossing at 45 degrees with
+overlap delta report delta along the edges' common normal). Contacts are not
+merged. Mesh SDFs need closed meshes.
 
 One thread per pair loops over its points and appends them with an atomic
 counter; ``rigid_contact_count`` counts every point requested, also past the
@@ -68,6 +67,8 @@ import math
 import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
+from .box_box import box_box_contacts
+from .contact_sink import ContactSink, ShapeGeometry, append_contact, make_geometry, make_sink
 from .sdf import shape_sdf_world
 
 wp.set_module_options({"enable_backward": False})
@@ -84,28 +85,6 @@ POINTS_PLANE = wp.constant(1)  # against a plane: only the points that can be ex
 POINTS_ENDS = wp.constant(2)  # a capsule's end points only (capsule-capsule, second side)
 
 corner_sdfs = wp.types.matrix(shape=(8, 4), dtype=float)  # a box's 8 corners: (normal, sdf1) rows
-
-
-@wp.struct
-class ShapeGeometry:
-    body_q: wp.array(dtype=wp.transform)
-    shape_body: wp.array(dtype=wp.int32)
-    shape_transform: wp.array(dtype=wp.transform)
-    shape_type: wp.array(dtype=wp.int32)
-    shape_scale: wp.array(dtype=wp.vec3)
-    shape_source_ptr: wp.array(dtype=wp.uint64)
-    shape_radius: wp.array(dtype=float)
-
-
-@wp.struct
-class ContactSink:
-    margin: float
-    capacity: int
-    count: wp.array(dtype=wp.int32)
-    shape0: wp.array(dtype=wp.int32)
-    shape1: wp.array(dtype=wp.int32)
-    point0: wp.array(dtype=wp.vec3)
-    thickness0: wp.array(dtype=float)
 
 
 @wp.struct
@@ -164,12 +143,7 @@ def emit(side: PairSide, sink: ContactSink, p_local: wp.vec3, thickness: float):
     sd = shape_sdf_world(side.type1, side.scale1, side.mesh1, side.X1, x, side.max_dist)
     d = sd[3]
     if d - thickness < sink.margin:
-        slot = wp.atomic_add(sink.count, 0, 1)
-        if slot < sink.capacity:
-            sink.shape0[slot] = side.s0
-            sink.shape1[slot] = side.s1
-            sink.point0[slot] = p0
-            sink.thickness0[slot] = thickness
+        append_contact(sink, side.s0, side.s1, p0, thickness, wp.vec3(0.0))  # the solvers use shape 1's SDF
     return sd
 
 
@@ -394,6 +368,8 @@ def narrow_phase_kernel(
             shape_points(g, sink, b, a, POINTS_ENDS)
     elif tb == GEO_CAPSULE:
         shape_points(g, sink, b, a, POINTS_FULL)
+    elif ta == GEO_BOX and tb == GEO_BOX:
+        box_box_contacts(g, sink, a, b)
     elif ta != GEO_MESH or tb != GEO_MESH:
         # boxes, cylinders and meshes: each shape's points against the other
         shape_points(g, sink, a, b, POINTS_FULL)
@@ -408,21 +384,7 @@ def detect_shape_contacts(model, state, contacts) -> None:
 
     if not shape_broad_phase(model).active:
         return
-    g = ShapeGeometry()
-    g.body_q = state.body_q
-    g.shape_body = model.shape_body
-    g.shape_transform = model.shape_transform
-    g.shape_type = model.shape_type
-    g.shape_scale = model.shape_scale
-    g.shape_source_ptr = model.shape_source_ptr
-    g.shape_radius = model.shape_radius
-    sink = ContactSink()
-    sink.margin = model.rigid_contact_margin
-    sink.capacity = contacts.rigid_contact_max
-    sink.count = contacts.rigid_contact_count
-    sink.shape0 = contacts.rigid_contact_shape0
-    sink.shape1 = contacts.rigid_contact_shape1
-    sink.point0 = contacts.rigid_contact_point0
-    sink.thickness0 = contacts.rigid_contact_thickness0
+    g = make_geometry(model, state)
+    sink = make_sink(model, contacts)
     wp.launch(narrow_phase_kernel, dim=contacts.rigid_pair_max, device=model.device, record_tape=False,
               inputs=[contacts.rigid_pair, contacts.rigid_pair_count, contacts.rigid_pair_max, g, sink])

@@ -59,6 +59,7 @@ def active_contact(
     contact_shape1: wp.array(dtype=wp.int32),
     contact_point0: wp.array(dtype=wp.vec3),
     contact_thickness0: wp.array(dtype=float),
+    contact_normal1: wp.array(dtype=wp.vec3),
     b0: int,
     margin: float,
     smoothing: float,
@@ -66,7 +67,8 @@ def active_contact(
     """Contact ``c``'s geometry at the current poses; its depth is -1e30 when it exerts no force."""
     thickness = contact_thickness0[c]
     g = rigid_contact_geometry(contact_point0[c], thickness, b0, contact_shape1[c], body_q, shape_body,
-                               shape_transform, shape_type, shape_scale, shape_source_ptr, thickness + margin + 1.0)
+                               shape_transform, shape_type, shape_scale, shape_source_ptr, thickness + margin + 1.0,
+                               contact_normal1[c])
     if g.depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and g.depth <= 0.0):
         g.depth = -1.0e30
     return g
@@ -86,6 +88,7 @@ def count_body_contacts_kernel(
     contact_shape1: wp.array(dtype=wp.int32),
     contact_point0: wp.array(dtype=wp.vec3),
     contact_thickness0: wp.array(dtype=float),
+    contact_normal1: wp.array(dtype=wp.vec3),
     margin: float,
     smoothing: float,
     counts: wp.array(dtype=wp.int32),
@@ -100,7 +103,7 @@ def count_body_contacts_kernel(
     if not dynamic0 and not dynamic1:
         return
     g = active_contact(c, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source_ptr,
-                       contact_shape1, contact_point0, contact_thickness0, b0, margin, smoothing)
+                       contact_shape1, contact_point0, contact_thickness0, contact_normal1, b0, margin, smoothing)
     if g.depth == -1.0e30:
         return
     if dynamic0:
@@ -129,6 +132,7 @@ def body_contact_kernel(
     contact_shape1: wp.array(dtype=wp.int32),
     contact_point0: wp.array(dtype=wp.vec3),
     contact_thickness0: wp.array(dtype=float),
+    contact_normal1: wp.array(dtype=wp.vec3),
     margin: float,
     friction_eps: float,
     smoothing: float,
@@ -148,7 +152,7 @@ def body_contact_kernel(
     if not dynamic0 and not dynamic1:
         return
     g = active_contact(c, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source_ptr,
-                       contact_shape1, contact_point0, contact_thickness0, b0, margin, smoothing)
+                       contact_shape1, contact_point0, contact_thickness0, contact_normal1, b0, margin, smoothing)
     if g.depth == -1.0e30:
         return
     x = 0.5 * (g.p0 + g.p1)
@@ -188,7 +192,7 @@ def eval_body_contact_forces(model, state, contacts, dt: float, body_f, counts) 
     geometry = [state.body_q, model.body_inv_mass, model.shape_body, model.shape_transform, model.shape_type,
                 model.shape_scale, model.shape_source_ptr, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                 contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
-                model.rigid_contact_margin, model.contact_smoothing]
+                contacts.rigid_contact_normal1, model.rigid_contact_margin, model.contact_smoothing]
     counts.zero_()
     wp.launch(count_body_contacts_kernel, dim=contacts.rigid_contact_max, inputs=geometry, outputs=[counts],
               device=model.device)
@@ -200,7 +204,7 @@ def eval_body_contact_forces(model, state, contacts, dt: float, body_f, counts) 
             model.shape_body, model.shape_transform, model.shape_type, model.shape_scale, model.shape_source_ptr,
             model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
             contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-            contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
+            contacts.rigid_contact_point0, contacts.rigid_contact_thickness0, contacts.rigid_contact_normal1,
             model.rigid_contact_margin, model.friction_smoothing, model.contact_smoothing, dt, counts,
         ],
         outputs=[body_f],

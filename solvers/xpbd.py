@@ -1,12 +1,17 @@
 """XPBDSolver: extended position-based dynamics (Macklin, Müller & Chentanez 2016), differentiable.
 
-One step reads as its stages: take the external forces from Control, predict
-positions, then run ``iterations`` Jacobi iterations of every constraint
-(distance constraints for springs, membrane constraints for triangles,
-dihedral constraints for bending edges, neo-Hookean constraints for
-tetrahedra, contacts against shapes and between particles) and apply their corrections,
-then recover velocities from the positions. Multipliers start at zero every
-step.
+One step reads as its stages: take the external forces, wrenches and joint
+efforts from Control, predict particles and bodies, then run ``iterations``
+Jacobi iterations of every constraint (distance constraints for springs,
+membrane constraints for triangles, dihedral constraints for bending edges,
+neo-Hookean constraints for tetrahedra, contacts against shapes (two-way for
+shapes on bodies) and between particles, contacts between shapes, joints) and
+apply their corrections, then recover velocities from the positions, give
+the rigid contacts restitution and dynamic friction, and update the joint
+coordinates. Multipliers start at zero every step. Rigid bodies follow Müller
+et al. 2020 ("Detailed Rigid Body Simulation with Extended Position Based
+Dynamics"), with Jacobi iterations and mass splitting instead of their
+Gauss-Seidel sweep (``constraints/body_contact.py``, ``constraints/joints.py``).
 
 Why Jacobi: every constraint of an iteration reads the same iterate and
 writes into that iteration's correction buffer, so an iteration is one kernel
@@ -22,28 +27,69 @@ needs.
 
 from __future__ import annotations
 
+import math
+
 import warp as wp
 
-from ..integrators import predict_positions, update_velocities
+from ..integrators import predict_bodies, predict_positions, update_body_velocities, update_velocities
+from ..kinematics import eval_ik
 from .constraints import (
+    apply_body_corrections,
     apply_corrections,
+    apply_joint_efforts,
+    count_body_constraints,
     jacobi_scales,
-    solve_distance_constraints,
-    solve_particle_contacts,
+    joint_rows_per_body,
     solve_bending_constraints,
+    solve_body_contacts,
+    solve_contact_velocities,
+    solve_distance_constraints,
+    solve_joints,
+    solve_particle_contacts,
     solve_shape_contacts,
     solve_tet_constraints,
     solve_triangle_constraints,
 )
-from .forces import apply_control_forces
+from .constraints.joints import vec8 as joint_multipliers
+from .forces import apply_control_forces, apply_control_wrenches
 from .solver import SolverBase
 
 
-class _IterationBuffers:
-    """The iterates x_0..x_K, corrections and spring multipliers of one step."""
+class _BodyBuffers:
+    """The body iterates (poses) 0..K, their corrections, the contact and joint multipliers of one step.
 
-    def __init__(self, model, iterations: int, requires_grad: bool):
-        n, s, t = model.particle_count, model.spring_count, model.tet_count
+    Sized at least 1 everywhere, so a model without bodies runs the same stage list (every body
+    stage returns at once there).
+    """
+
+    def __init__(self, model, iterations: int, velocity_iterations: int, rigid_contact_max: int,
+                 requires_grad: bool):
+        nb, nj, nc = max(model.body_count, 1), max(model.joint_count, 1), max(rigid_contact_max, 1)
+        k, g = iterations, requires_grad
+        with wp.ScopedDevice(model.device):
+            self.q = wp.zeros((k + 1, nb), dtype=wp.transform, requires_grad=g)
+            self.delta = wp.zeros((k, nb), dtype=wp.spatial_vector, requires_grad=g)
+            self.qd_pred = wp.zeros(nb, dtype=wp.spatial_vector, requires_grad=g)
+            # velocity iterates of the restitution pass (row 0: recovered from the poses) and their changes
+            self.qd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
+            self.dqd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
+            self.contact_lambda = wp.zeros((k + 1, nc), dtype=wp.vec2, requires_grad=g)
+            self.joint_lambda = wp.zeros((k + 1, nj), dtype=joint_multipliers, requires_grad=g)
+            # mass-splitting counts of the position and the velocity pass (integers: no gradient)
+            self.split = wp.zeros(nb, dtype=float)
+            self.contact_split = wp.zeros(nb, dtype=float)
+        self.rigid_contact_max = rigid_contact_max
+
+    def arrays(self):
+        return (self.q, self.delta, self.qd_pred, self.qd, self.dqd, self.contact_lambda, self.joint_lambda)
+
+
+class _IterationBuffers:
+    """The iterates x_0..x_K, corrections and spring multipliers of one step, and the bodies' (``bodies``)."""
+
+    def __init__(self, model, iterations: int, requires_grad: bool, rigid_contact_max: int = 0,
+                 velocity_iterations: int = 1):
+        n, s, t = max(model.particle_count, 1), model.spring_count, model.tet_count  # >= 1: indexable rows
         tri, e = model.tri_count, model.edge_count
         with wp.ScopedDevice(model.device):
             self.x = wp.zeros((iterations + 1, n), dtype=wp.vec3, requires_grad=requires_grad)
@@ -53,6 +99,7 @@ class _IterationBuffers:
             self.tet_lambda = wp.zeros((iterations + 1, max(t, 1)), dtype=wp.vec2, requires_grad=requires_grad)
             self.tri_lambda = wp.zeros((iterations + 1, max(tri, 1)), dtype=wp.vec2, requires_grad=requires_grad)
             self.edge_lambda = wp.zeros((iterations + 1, max(e, 1)), dtype=float, requires_grad=requires_grad)
+        self.bodies = _BodyBuffers(model, iterations, velocity_iterations, rigid_contact_max, requires_grad)
         self.iterations, self.requires_grad = iterations, requires_grad
 
     def zero_grad(self) -> None:
@@ -65,7 +112,8 @@ class _IterationBuffers:
         return per * sum(a.capacity for a in self._arrays())
 
     def _arrays(self):
-        return (self.x, self.delta, self.spring_lambda, self.tri_lambda, self.edge_lambda, self.tet_lambda)
+        return (self.x, self.delta, self.spring_lambda, self.tri_lambda, self.edge_lambda, self.tet_lambda,
+                *self.bodies.arrays())
 
 
 class XPBDSolver(SolverBase):
@@ -107,14 +155,55 @@ class XPBDSolver(SolverBase):
     SemiImplicitSolver's penalty contact only, so far).
 
     Collision candidates come from ``model.collide(state_in, ...)``: for large
-    steps give the model a ``contact_margin`` of at least the distance a
-    particle travels in one step.
+    steps give the model a ``contact_margin`` (particles) and
+    ``rigid_contact_margin`` (shapes) of at least the distance a particle or
+    body travels in one step.
 
+    Rigid bodies (Müller et al. 2020): predicted by the symplectic-Euler body
+    step (angular momentum form, so a free body keeps its angular momentum),
+    corrected by shape-shape contacts (hard non-penetration, Coulomb-bounded
+    positional friction, then restitution on the velocities), by
+    particle contacts on their shapes (two-way) and by joints (hard attachment
+    and alignment, limits, compliant PD drives), all with mass splitting in
+    the Jacobi iterations (``constraints/body_contact.py``). Rigid contacts and
+    joints converge like the rest of Jacobi: prefer substeps (Müller et al.
+    use many substeps of one iteration; 10-20 substeps of 4-8 iterations per
+    60 Hz frame hold stacks and chains, ``tests/test_rigid_xpbd.py``).
+    ``body_f`` of the output state holds the external wrench of the step
+    (Control.body_f plus the joint efforts), not the constraint forces.
+    Differentiable through body poses, velocities, masses, materials, drive
+    targets and gains; the kinks (contacts starting, stick/slip switches,
+    limits engaging) are listed in the constraint modules. Velocities come
+    from float32 poses, so they are quantized by the poses' resolution over
+    dt (3e-5 m/s at 1 m from the origin at dt = 1/480 s): keep scenes whose
+    gradients matter near the origin.
+
+    Args (rigid bodies; ``splitting`` applies to them too, see
+    ``constraints/body_contact.py``):
+        restitution_threshold: [m/s] contacts approaching slower than this at
+            the start of a step do not bounce (e = 0): a resting body would
+            otherwise jitter on the velocity gravity gives it in one step.
+        velocity_iterations: Jacobi iterations of the restitution pass (a box
+            landing on four corners gets ~1 - 2^-k of its bounce with "sqrt").
+        joint_linear_compliance: [m/N] of the joints' attachment rows (0: hard).
+        joint_angular_compliance: [rad/(N m)] of their alignment rows (0: hard).
     """
 
     def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, splitting: str = "sqrt",
-                 check_finite: bool = False):
+                 check_finite: bool = False, restitution_threshold: float = 0.1, velocity_iterations: int = 4,
+                 joint_linear_compliance: float = 0.0, joint_angular_compliance: float = 0.0):
         super().__init__(model, check_finite)
+        if int(velocity_iterations) != velocity_iterations or velocity_iterations < 1:
+            raise ValueError(f"velocity_iterations must be a positive integer, got {velocity_iterations!r}")
+        self.velocity_iterations = int(velocity_iterations)
+        for name, v in (("restitution_threshold", restitution_threshold),
+                        ("joint_linear_compliance", joint_linear_compliance),
+                        ("joint_angular_compliance", joint_angular_compliance)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0.0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        self.restitution_threshold = float(restitution_threshold)
+        self.joint_linear_compliance = float(joint_linear_compliance)
+        self.joint_angular_compliance = float(joint_angular_compliance)
         if int(iterations) != iterations or iterations < 1:
             raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
         if not 0.0 < float(relaxation) < 2.0:
@@ -125,22 +214,35 @@ class XPBDSolver(SolverBase):
             raise ValueError(f"splitting must be 'sqrt' or 'full', got {splitting!r}")
         self.splitting = splitting
         self.scales = jacobi_scales(model, self.relaxation, splitting)
+        self.split_exponent = 0.5 if splitting == "sqrt" else 1.0  # bodies: n^p, as the particles' 1/sqrt(n) or 1/n
+        self.joint_rows = joint_rows_per_body(model)
+        # drive targets of a step taken without a Control
+        self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
 
-    def state_buffer_bytes(self, requires_grad: bool) -> int:
-        """Bytes of the per-iteration buffers that every output state of a step carries."""
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+        """Bytes of the per-iteration buffers that every output state of a step carries.
+
+        ``rigid_contact_max``: the capacity of the step's ``Contacts`` (their multipliers are per contact).
+        """
         m, k = self.model, self.iterations
         lam = 4 * max(m.spring_count, 1) + 8 * max(m.tri_count, 1) + 4 * max(m.edge_count, 1) + 8 * max(m.tet_count, 1)
         values = (k + 1) * m.particle_count * 12 + k * m.particle_count * 12 + (k + 1) * lam
-        return values * (2 if requires_grad else 1)
+        nb, nj, nc = max(m.body_count, 1), max(m.joint_count, 1), max(rigid_contact_max, 1)
+        kv = self.velocity_iterations
+        bodies = (k + 1) * nb * 28 + k * nb * 24 + (1 + 2 * kv) * nb * 24 + (k + 1) * (8 * nc + 32 * nj)
+        return (values + bodies) * (2 if requires_grad else 1) + 8 * nb
 
-    def prepare_state(self, state) -> None:
-        """Allocate the per-iteration buffers of ``state`` now instead of at its first step."""
-        self._buffers(state)
+    def prepare_state(self, state, contacts=None) -> None:
+        """Allocate the per-iteration buffers of ``state`` now instead of at its first step (for ``contacts``)."""
+        self._buffers(state, contacts)
 
-    def _buffers(self, state) -> _IterationBuffers:
+    def _buffers(self, state, contacts=None) -> _IterationBuffers:
         buf = getattr(state, "_xpbd_buffers", None)
-        if buf is None or buf.iterations != self.iterations or buf.requires_grad != state.requires_grad():
-            buf = _IterationBuffers(self.model, self.iterations, state.requires_grad())
+        rigid_max = contacts.rigid_contact_max if contacts is not None and self.model.body_count else 0
+        if (buf is None or buf.iterations != self.iterations or buf.requires_grad != state.requires_grad()
+                or buf.bodies.rigid_contact_max != rigid_max or buf.bodies.qd.shape[0] != self.velocity_iterations):
+            buf = _IterationBuffers(self.model, self.iterations, state.requires_grad(), rigid_max,
+                                    self.velocity_iterations)
             state._xpbd_buffers = buf
         return buf
 
@@ -148,14 +250,21 @@ class XPBDSolver(SolverBase):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
         self._validate(state_in, state_out, control, contacts, dt)
         model = self.model
-        it = self._buffers(state_out)
+        it = self._buffers(state_out, contacts)
+        rb = it.bodies
         if self.check_finite:
-            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd)
+            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
+                        body_q=state_in.body_q, body_qd=state_in.body_qd)
 
         apply_control_forces(model, control, state_out.particle_f)
+        apply_control_wrenches(model, control, state_out.body_f)
+        apply_joint_efforts(model, state_in, control, state_out.body_f)
         predict_positions(model, state_in, state_out.particle_f, dt, it.x[0])
-        self._check("predict", x=it.x[0])
+        predict_bodies(model, state_in, state_out.body_f, dt, rb.q[0], rb.qd_pred)
+        self._check("predict", x=it.x[0], body_q=rb.q[0])
+        count_body_constraints(model, rb.q[0], contacts, self.joint_rows, self.split_exponent, rb.split)
         it.delta.zero_()
+        rb.delta.zero_()
         for k in range(self.iterations):
             solve_distance_constraints(model, state_in, it.x[k], self.scales["spring"], it.spring_lambda[k],
                                        it.spring_lambda[k + 1], dt, it.delta[k])
@@ -165,12 +274,24 @@ class XPBDSolver(SolverBase):
                                       it.edge_lambda[k + 1], dt, it.delta[k])
             solve_tet_constraints(model, state_in, it.x[k], self.scales["tet"], it.tet_lambda[k], it.tet_lambda[k + 1],
                                   dt, it.delta[k])
-            solve_shape_contacts(model, state_in, it.x[k], contacts, it.delta[k])
+            solve_shape_contacts(model, state_in, it.x[k], contacts, it.delta[k], rb.q[k], rb.split, rb.delta[k])
             solve_particle_contacts(model, state_in, it.x[k], contacts, it.delta[k])
+            solve_body_contacts(model, state_in, rb.q[k], contacts, rb.split, rb.contact_lambda[k],
+                                rb.contact_lambda[k + 1], rb.delta[k])
+            solve_joints(model, state_in, control, rb.q[k], rb.split, rb.joint_lambda[k], rb.joint_lambda[k + 1], dt,
+                         rb.delta[k], self.joint_linear_compliance, self.joint_angular_compliance, self.relaxation,
+                         self.zero_dofs)
             apply_corrections(model, it.x[k], it.delta[k], it.x[k + 1])
-            self._check(f"iteration {k}", x=it.x[k + 1])
+            apply_body_corrections(model, rb.q[k], rb.delta[k], rb.q[k + 1])
+            self._check(f"iteration {k}", x=it.x[k + 1], body_q=rb.q[k + 1])
         update_velocities(model, state_in, it.x[self.iterations], dt, state_out)
-        self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd)
+        update_body_velocities(model, rb.q[0], rb.qd_pred, rb.q[self.iterations], dt, state_out.body_q, rb.qd[0])
+        solve_contact_velocities(model, state_in, state_out.body_q, rb.qd, contacts, rb.contact_lambda[self.iterations],
+                                 rb.contact_split, rb.dqd, self.restitution_threshold, self.split_exponent, dt,
+                                 state_out.body_qd)
+        self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd,
+                    body_q=state_out.body_q, body_qd=state_out.body_qd)
+        eval_ik(model, state_out)
 
         self.step_count += 1
         return state_out

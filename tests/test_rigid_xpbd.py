@@ -1,0 +1,282 @@
+"""XPBDSolver with rigid bodies (Müller et al. 2020): contacts, restitution, friction, two-way particle contact.
+
+Known answers: a ball dropped from h with restitution e rebounds to e^2 h; a
+box on an incline sticks while tan(theta) < mu and otherwise slides with
+a = g (sin theta - mu cos theta); a resting stack and a settled pile neither
+sink nor drift; a torque-free body keeps its angular momentum; a particle
+hitting a free body conserves linear momentum. Joints and gradients are in
+``test_rigid_xpbd_joints.py``. Scenes run through ``model.collide`` and are
+replayed from a captured graph (one pair of steps) where Python's launch
+overhead would dominate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import warp as wp
+
+import inertia
+from conftest import DEVICE
+
+G = 9.81
+
+
+class Sim:
+    """The ping-pong loop (collide + step) with pairs of steps replayed from one captured graph."""
+
+    def __init__(self, model, dt: float, collide: bool = True, **solver_args):
+        self.model, self.dt, self.collide = model, dt, collide
+        self.solver = inertia.XPBDSolver(model, **solver_args)
+        self.s0, self.s1 = model.state(), model.state()
+        self.control = model.control()
+        self.contacts = model.contacts() if collide else None
+        self.graph = None
+        self.steps = 0
+
+    def _pair(self):
+        for a, b in ((self.s0, self.s1), (self.s1, self.s0)):
+            if self.collide:
+                self.model.collide(a, self.contacts, check_overflow=False)
+            self.solver.step(a, b, self.control, self.contacts, self.dt)
+
+    def pairs(self, n: int):
+        """Advance 2 n steps; the state is in ``s0`` afterwards."""
+        self.steps += 2 * n
+        if self.graph is None and n > 0:
+            self._pair()  # loads the modules and allocates the per-state buffers outside the capture
+            n -= 1
+            if n > 0:
+                with wp.ScopedCapture(device=self.model.device) as cap:  # records, runs nothing
+                    self._pair()
+                self.graph = cap.graph
+        for _ in range(n):
+            wp.capture_launch(self.graph)
+        return self
+
+    def q(self):
+        return self.s0.body_q.numpy().astype(np.float64)
+
+    def qd(self):
+        return self.s0.body_qd.numpy().astype(np.float64)
+
+
+def quat_about(axis, angle):
+    a = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
+    return tuple(np.append(a * math.sin(angle / 2), math.cos(angle / 2)))
+
+
+def box_corners(pose, h):
+    """World corners (8, 3) of a cube of half size h at pose (7,)."""
+    x, q = pose[:3], pose[3:]
+    corners = np.array([[sx, sy, sz] for sx in (-h, h) for sy in (-h, h) for sz in (-h, h)])
+    return np.array([x + rotate(q, c) for c in corners])
+
+
+def rotate(q, v):
+    """Vector ``v`` rotated by quaternion ``q`` (x, y, z, w)."""
+    u, w = np.asarray(q[:3]), q[3]
+    v = np.asarray(v, dtype=np.float64)
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+
+
+# ------------------------------------------------------------------ restitution
+@pytest.mark.parametrize("e", [0.5, 0.8])
+def test_ball_rebounds_to_e_squared_times_the_drop_height(e):
+    h, r, substeps = 0.5, 0.1, 10
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane(restitution=e)
+    body = b.add_body(xform=((0.0, 0.0, h + r), (0, 0, 0, 1)))
+    b.add_shape_sphere(body, radius=r, restitution=e)
+    sim = Sim(b.finalize(device=DEVICE), 1.0 / (60 * substeps), iterations=4)
+    heights = []
+    for _ in range(60):  # 1 s: fall (0.32 s), rebound apex at ~0.32 + e * 0.32 s
+        sim.pairs(substeps // 2)
+        heights.append(sim.q()[0, 2] - r)
+    heights = np.array(heights)
+    bounce = int(np.argmin(heights[:30]))
+    apex = heights[bounce:].max()
+    print(f"[rigid xpbd] e = {e}: rebound {apex:.4f} m, e^2 h = {e * e * h:.4f} m, ratio {apex / (e * e * h):.4f}")
+    assert heights.min() > -1e-3  # the ball never sinks into the ground
+    assert apex == pytest.approx(e * e * h, rel=0.03)
+
+
+def test_slow_contacts_below_the_threshold_do_not_bounce():
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane(restitution=1.0)
+    body = b.add_body(xform=((0.0, 0.0, 0.1 + 2e-4), (0, 0, 0, 1)))  # lands at ~0.06 m/s
+    b.add_shape_sphere(body, radius=0.1, restitution=1.0)
+    sim = Sim(b.finalize(device=DEVICE), 1.0 / 600, iterations=4, restitution_threshold=0.1).pairs(150)
+    assert abs(sim.qd()[0, 2]) < 1e-6 and abs(sim.q()[0, 2] - 0.1) < 1e-4
+
+
+# ------------------------------------------------------------------ friction on an incline
+def incline(theta, mu=0.5, h=0.1, seconds=1.0, substeps=20, iterations=8):
+    """A cube released at rest on a plane tilted by theta about y; its travel down the slope per frame."""
+    q = quat_about((0, 1, 0), theta)
+    n = np.array([math.sin(theta), 0.0, math.cos(theta)])
+    down = np.array([math.cos(theta), 0.0, -math.sin(theta)])
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_shape_plane(xform=((0, 0, 0), q), mu=mu)
+    body = b.add_body(xform=(tuple(n * h), q))
+    b.add_shape_box(body, hx=h, hy=h, hz=h, mu=mu)
+    sim = Sim(b.finalize(device=DEVICE), 1.0 / (60 * substeps), iterations=iterations)
+    x0 = sim.q()[0, :3]
+    travel, lift = [], []
+    for _ in range(int(60 * seconds)):
+        sim.pairs(substeps // 2)
+        travel.append((sim.q()[0, :3] - x0) @ down)
+        lift.append((sim.q()[0, :3] - x0) @ n)
+    return np.arange(1, len(travel) + 1) / 60.0, np.array(travel), np.array(lift)
+
+
+def test_box_on_an_incline_slides_with_coulomb_deceleration():
+    mu = 0.5
+    for deg in (30.0, 40.0):  # tan = 0.58, 0.84 > mu
+        th = math.radians(deg)
+        t, s, lift = incline(th, mu)
+        a = 2.0 * np.polyfit(t[6:], s[6:], 2)[0]
+        expected = G * (math.sin(th) - mu * math.cos(th))
+        print(f"[rigid xpbd] incline {deg:.0f} deg, mu {mu}: a = {a:.4f} m/s^2, g (sin - mu cos) = {expected:.4f}")
+        assert a == pytest.approx(expected, rel=0.02)
+        assert np.abs(lift).max() < 1e-4  # stays on the surface
+
+
+def test_box_on_an_incline_sticks_below_the_friction_angle():
+    mu = 0.5
+    for deg in (10.0, 20.0):  # tan = 0.18, 0.36 < mu
+        t, s, _ = incline(math.radians(deg), mu, seconds=2.0)
+        creep = (s[-1] - s[59]) / (t[-1] - t[59])
+        slide = 0.5 * G * math.sin(math.radians(deg)) * t[-1] ** 2  # how far it would go without friction
+        print(f"[rigid xpbd] incline {deg:.0f} deg, mu {mu}: moved {s[-1] * 1e3:.3f} mm in {t[-1]:.0f} s "
+              f"(frictionless: {slide:.2f} m), creep {creep * 1e3:.3f} mm/s")
+        # Jacobi's incomplete convergence leaves a creep of order (residual) g sin(theta) dt
+        assert abs(creep) < 5e-4 and abs(s[-1]) < 2e-3
+
+
+# ------------------------------------------------------------------ stacks and piles
+@pytest.mark.parametrize("shrink", [0.0, 0.02])
+def test_stack_of_five_boxes_stands_for_five_seconds(shrink):
+    """Equal cubes face to face (contact points from the box-box separating axis), and cubes each 2 %
+    smaller than the one below (its corners rest inside the lower box's top face)."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane()
+    z, h0 = 0.0, 0.1
+    for i in range(5):
+        h = h0 * (1.0 - shrink * i)
+        body = b.add_body(xform=((0.0, 0.0, z + h), (0, 0, 0, 1)))
+        b.add_shape_box(body, hx=h, hy=h, hz=h)
+        z += 2 * h
+    model = b.finalize(device=DEVICE)
+    sim = Sim(model, 1.0 / 1200, iterations=8)
+    q0 = sim.q()
+    worst_xy, worst_z = 0.0, 0.0
+    for _ in range(5):  # 5 s
+        sim.pairs(600)
+        q = sim.q()
+        worst_xy = max(worst_xy, np.abs(q[:, :2] - q0[:, :2]).max())
+        worst_z = max(worst_z, np.abs(q[:, 2] - q0[:, 2]).max())
+    tilt = np.abs(q[:, 3:6]).max()
+    print(f"[rigid xpbd] 5-box stack (shrink {shrink}) after 5 s (20 substeps x 8 iterations): horizontal drift "
+          f"{worst_xy * 1e3:.4f} mm, "
+          f"vertical {worst_z * 1e3:.4f} mm, tilt {tilt:.1e}")
+    assert worst_xy < 1e-4 and worst_z < 1e-3 and tilt < 1e-4
+
+
+def test_sixty_four_boxes_dropped_in_a_pile_come_to_rest_above_the_ground():
+    rng = np.random.default_rng(0)
+    h = 0.05
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane()
+    for i in range(64):
+        x, y, z = i % 4, (i // 4) % 4, i // 16
+        pos = (0.18 * (x - 1.5) + rng.uniform(-0.01, 0.01), 0.18 * (y - 1.5) + rng.uniform(-0.01, 0.01), 0.1 + 0.18 * z)
+        q = rng.normal(size=4)
+        body = b.add_body(xform=(pos, tuple(q / np.linalg.norm(q))))
+        b.add_shape_box(body, hx=h, hy=h, hz=h)
+    model = b.finalize(device=DEVICE)
+    sim = Sim(model, 1.0 / 1200, iterations=8)
+    sim.pairs(10 * 60 * 3)  # 3 s
+    q, qd = sim.q(), sim.qd()
+    lowest = min(box_corners(p, h)[:, 2].min() for p in q)
+    m = model.body_mass.numpy()[0]
+    kinetic = 0.5 * m * (qd[:, :3] ** 2).sum() + 0.5 * (m * 2 * h * h / 3) * (qd[:, 3:] ** 2).sum()
+    print(f"[rigid xpbd] pile of 64 after 3 s (20 substeps x 8 iterations): lowest corner z = {lowest * 1e3:.3f} mm, "
+          f"highest com "
+          f"{q[:, 2].max():.3f} m, max |v| {np.abs(qd[:, :3]).max():.4f} m/s, max |w| {np.abs(qd[:, 3:]).max():.3f} "
+          f"rad/s, kinetic energy {kinetic:.2e} J (potential of one box's height: {m * G * 2 * h:.2f} J)")
+    assert lowest > -2e-3  # no box sinks through the ground
+    assert np.isfinite(q).all() and np.abs(q[:, :2]).max() < 1.0  # none was thrown out
+    assert q[:, 2].max() > 3 * h  # a pile, not a single layer
+    assert kinetic < 1e-4 * 64 * m * G * 2 * h
+
+
+# ------------------------------------------------------------------ free bodies
+def test_torque_free_body_keeps_its_angular_momentum():
+    """The prediction is the momentum-form body step; the velocity update must not undo it."""
+    m = 12.0
+    s = np.linalg.solve([[0, 1, 1], [1, 0, 1], [1, 1, 0]], np.array([2.0, 3.0, 4.0]) * 3 / m)
+    b = inertia.ModelBuilder(gravity=0.0)
+    body = b.add_body(mass=m, angular_velocity=(0.02, 4.0, 0.02))  # intermediate axis: it flips
+    b.add_shape_box(body, hx=math.sqrt(s[0]), hy=math.sqrt(s[1]), hz=math.sqrt(s[2]))
+    model = b.finalize(device=DEVICE)
+    inertia_body = np.diag([2.0, 3.0, 4.0])
+
+    def momentum(q, qd):
+        rot = np.array([rotate(q[3:], e) for e in np.eye(3)]).T
+        return rot @ inertia_body @ rot.T @ qd[3:]
+
+    sim = Sim(model, 2e-3, collide=False, iterations=2)
+    L0 = momentum(sim.q()[0], sim.qd()[0])
+    drift, flip = 0.0, 1.0
+    for _ in range(200):  # 4000 steps, 8 s
+        sim.pairs(10)
+        q, qd = sim.q()[0], sim.qd()[0]
+        drift = max(drift, np.linalg.norm(momentum(q, qd) - L0) / np.linalg.norm(L0))
+        flip = min(flip, rotate(q[3:], np.array([0.0, 1.0, 0.0])) @ L0 / np.linalg.norm(L0))
+    print(f"[rigid xpbd] torque-free body, 4000 steps: max |dL|/|L| {drift:.2e}, min alignment of y with L {flip:.3f}")
+    assert drift < 2e-5
+    assert flip < -0.9  # the intermediate-axis flip happens, as in the SemiImplicitSolver
+
+
+def test_kinematic_body_is_never_moved_by_contacts():
+    b = inertia.ModelBuilder(gravity=-G)
+    paddle = b.add_body(kinematic=True, linear_velocity=(0.0, 0.0, 0.5))
+    b.add_shape_box(paddle, hx=0.5, hy=0.5, hz=0.05)
+    ball = b.add_body(xform=((0.0, 0.0, 0.15), (0, 0, 0, 1)))
+    b.add_shape_sphere(ball, radius=0.1)
+    sim = Sim(b.finalize(device=DEVICE), 1.0 / 600, iterations=4).pairs(300)  # 1 s
+    q, qd = sim.q(), sim.qd()
+    assert np.allclose(qd[paddle], [0, 0, 0.5, 0, 0, 0], atol=1e-7)
+    assert q[paddle, 2] == pytest.approx(0.5, abs=1e-4)
+    assert q[ball, 2] - q[paddle, 2] == pytest.approx(0.15, abs=2e-3)  # carried up, resting on the paddle
+
+
+# ------------------------------------------------------------------ particles against bodies
+def test_particle_body_contact_is_two_way_and_conserves_momentum():
+    b = inertia.ModelBuilder(gravity=0.0)
+    body = b.add_body(xform=((0.0, 0.0, 0.0), quat_about((0, 0, 1), 0.3)), angular_velocity=(0.0, 0.0, 0.5))
+    b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.2, density=100.0, mu=0.4)  # 6.4 kg
+    r = 0.03
+    for k in range(4):
+        b.add_particle((-0.6, 0.05 * k - 0.08, 0.03 * k - 0.05), vel=(3.0, 0.3, 0.0), mass=0.5, radius=r)
+    b.particle_collide = False
+    model = b.finalize(device=DEVICE)
+    sim = Sim(model, 1.0 / 600, iterations=4)
+    m_p = model.particle_mass.numpy().astype(np.float64)
+    m_b = float(model.body_mass.numpy()[0])
+
+    def momentum():
+        return (m_p[:, None] * sim.s0.particle_qd.numpy()).sum(0) + m_b * sim.qd()[0, :3]
+
+    p0 = momentum()
+    sim.pairs(150)  # 0.5 s: the particles hit the box and bounce off
+    p1 = momentum()
+    v_body = sim.qd()[0, :3]
+    print(f"[rigid xpbd] particles on a box: momentum before {np.round(p0, 6)}, after {np.round(p1, 6)} kg m/s; "
+          f"the box now moves at {np.round(v_body, 4)} m/s")
+    assert np.linalg.norm(p1 - p0) < 1e-4 * np.linalg.norm(p0)
+    assert v_body[0] > 0.2  # it was pushed: two-way
+    assert np.all(sim.s0.particle_q.numpy()[:, 0] < sim.q()[0, 0])  # and no particle went through

@@ -288,7 +288,14 @@ class Rollout:
         seg_steps = k * self.substeps
         ckpt = -(-self.frames // k) * row
         solver_bytes = getattr(self.solver, "state_buffer_bytes", None)
-        per_step = self._contact_bytes() + (solver_bytes(True) if solver_bytes else 0)
+        solver_part = 0
+        if solver_bytes is not None and self.model.body_count:  # XPBD keeps multipliers per rigid contact
+            c = self._fwd_contacts
+            solver_part = solver_bytes(True, rigid_contact_max=getattr(self, "_seg_caps", (0, 0, 0,
+                                                                                          c.rigid_contact_max))[3])
+        elif solver_bytes is not None:
+            solver_part = solver_bytes(True)
+        per_step = self._contact_bytes() + solver_part
         seg = (seg_steps + 1) * self.layout.state_bytes(self.model) * 2 + seg_steps * per_step
         traj = (self.frames + 1 if self.output == "trajectory" else 1) * row
         return {"checkpoints": ckpt, "segment": seg, "trajectory": traj, "total": ckpt + seg + traj}

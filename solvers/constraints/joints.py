@@ -29,8 +29,10 @@ adds the corrections (``body_contact``'s primitives, with mass splitting):
 
   which converges to the implicit PD force ke (q_target - q) + kd (qd_target - qd)
   (lambda / dt^2) and stays finite for ke = 0 (a pure velocity drive). q_start is
-  ``state_in.joint_q`` (``eval_ik`` of the previous step). Revolute angles are
-  measured in [-pi, pi] (``twist_angle``): targets belong in that range.
+  the coordinate at the step's input poses, computed from ``state_in.body_q``
+  (as ``eval_ik`` would; never read from ``State.joint_q``, so a step depends on
+  the bodies alone and checkpointed rollouts restore all it needs). Revolute
+  angles are measured in [-pi, pi] (``twist_angle``): targets belong in that range.
 
 The multipliers are kept per iteration (attachment (3), alignment (3), limit,
 drive: eight per joint); lambda / dt^2 is the row's force [N] or torque [N m]
@@ -43,7 +45,7 @@ targets and gains; a limit that engages within a step is a kink.
 import numpy as np
 import warp as wp
 
-from ...kinematics import twist_angle
+from ...kinematics import body_pose, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .body_contact import (
     add_angular,
@@ -110,7 +112,7 @@ def solve_joints_kernel(
     target_kd: wp.array(dtype=float),
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
-    joint_q_at_start: wp.array(dtype=float),
+    body_q_start: wp.array(dtype=wp.transform),
     attach_compliance: float,
     angular_compliance: float,
     relaxation: float,
@@ -174,7 +176,16 @@ def solve_joints_kernel(
         # limits and drive act on the joint coordinate q along / about a_w
         if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
             ds = joint_qd_start[j]
-            q0 = joint_q_at_start[joint_q_start[j]]
+            # the coordinate at the step's start, from the input poses
+            X_wp0 = body_pose(body_q_start, p) * joint_X_p[j]
+            X_wc0 = body_pose(body_q_start, c) * joint_X_c[j]
+            q0 = float(0.0)
+            if t == JOINT_REVOLUTE:
+                q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0),
+                                 axis)
+            else:
+                q0 = wp.dot(wp.transform_vector(X_wp0, axis),
+                            wp.transform_get_translation(X_wc0) - wp.transform_get_translation(X_wp0))
             q = float(0.0)
             moved = float(0.0)
             w = float(0.0)
@@ -220,7 +231,7 @@ def solve_joints(model, state_in, control, body_q, split, lambda_in, lambda_out,
         inputs=[body_q, model.body_com, model.body_inv_mass, model.body_inv_inertia, split, model.joint_type,
                 model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c, model.joint_axis,
                 model.joint_q_start, model.joint_qd_start, model.joint_limit_lower, model.joint_limit_upper,
-                model.joint_target_ke, model.joint_target_kd, target_pos, target_vel, state_in.joint_q,
+                model.joint_target_ke, model.joint_target_kd, target_pos, target_vel, state_in.body_q,
                 float(attach_compliance), float(angular_compliance), float(relaxation), dt, lambda_in],
         outputs=[delta, lambda_out],
         device=model.device,

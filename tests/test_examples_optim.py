@@ -8,6 +8,7 @@ import pytest
 from pxr import Usd, UsdGeom
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import arm_reach  # noqa: E402
 import ball_bounce  # noqa: E402
 import cloth_throw  # noqa: E402
 import policy  # noqa: E402
@@ -66,3 +67,16 @@ def test_policy(tmp_path):
     check_outputs(r, samples=16)
     assert os.path.getsize(r["weights"]) > 0
     assert len(r["final_distance_m"]) == 1
+
+
+def test_arm_reach(tmp_path):
+    r = arm_reach.main(["--iters", "3", "--frames", "12", "--substeps", "10", "--out", str(tmp_path), "--quiet"])
+    history = r["history"]
+    assert all(math.isfinite(h) for h in history) and r["final_loss"] < r["initial_loss"], history
+    stage = Usd.Stage.Open(r["usd"])
+    ops = UsdGeom.Xformable(stage.GetPrimAtPath("/world/bodies/link1")).GetOrderedXformOps()
+    times = ops[0].GetTimeSamples()
+    assert len(times) == 13
+    assert ops[0].Get(times[0]) != ops[0].Get(times[-1])  # the forearm moved
+    assert stage.GetPrimAtPath("/world/bodies/link1/link1_capsule/geom").IsValid()
+    assert os.path.isfile(r["png"])

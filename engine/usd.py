@@ -9,7 +9,10 @@ time-sampled translate + orient and its shapes as children, and static shapes
     with inertia.UsdRecorder("out.usda", model, fps=60) as rec:
         for frame in range(n):
             ...simulate...
-            rec.record(state)
+            rec.record(state)                   # e.g. every N solver steps
+
+    with inertia.UsdRecorder("rollout.usdc", model) as rec:
+        rec.record_frames(body_q=out.body_q)    # a finished inertia.Rollout
 
 The stage is built in memory and written on ``close()`` (or when the ``with``
 block ends, also on an exception) to a temporary file that is then renamed
@@ -179,6 +182,40 @@ class UsdRecorder:
         self._last_time = code
         self.frame_count += 1
         return code
+
+    def record_frames(self, particle_q=None, body_q=None) -> int:
+        """Record a finished trajectory: one time sample per frame, as ``record`` would.
+
+        Args:
+            particle_q: ``(T, N, 3)`` particle positions [m] (torch tensor or anything NumPy reads),
+                e.g. the ``q`` of an ``inertia.Rollout``.
+            body_q: ``(T, B, 7)`` body poses (position, quaternion (x, y, z, w)).
+        Returns the number of frames written.
+        """
+        frames = [None if f is None else np.asarray(f.detach().cpu() if hasattr(f, "detach") else f, dtype=np.float32)
+                  for f in (particle_q, body_q)]
+        counts = {len(f) for f in frames if f is not None}
+        if len(counts) != 1:
+            raise ValueError("record_frames: give particle_q and/or body_q with the same number of frames")
+        m = self.model
+        expect = {0: (m.particle_count, 3), 1: (m.body_count, 7)}
+        for i, f in enumerate(frames):
+            if f is not None and f.shape[1:] != expect[i]:
+                name = ("particle_q", "body_q")[i]
+                raise ValueError(f"record_frames: {name} has frames of shape {f.shape[1:]}, the model needs {expect[i]}")
+        state = self._scratch_state()
+        for k in range(counts.pop()):
+            if frames[0] is not None:
+                state.particle_q.assign(frames[0][k])
+            if frames[1] is not None:
+                state.body_q.assign(frames[1][k])
+            self.record(state)
+        return self.frame_count
+
+    def _scratch_state(self):
+        if getattr(self, "_scratch", None) is None:
+            self._scratch = self.model.state(requires_grad=False)
+        return self._scratch
 
     def close(self) -> str:
         """Write the file (atomically: temporary file, then rename). Returns its path."""

@@ -87,28 +87,14 @@ def save_loss_plot(history, path: str, title: str, ylabel: str = "loss"):
     return path
 
 
-def _numpy(frames):
-    if frames is None:
-        return None
-    return frames.detach().cpu().numpy() if hasattr(frames, "detach") else np.asarray(frames)
-
-
 def write_usd(path: str, model, q_frames=None, fps: float = 60.0, body_q_frames=None) -> str:
     """Write particle positions ``q_frames`` ``(T + 1, N, 3)`` and/or body poses ``body_q_frames``
     ``(T + 1, B, 7)`` (torch or numpy) as one USD time sample per frame."""
     import inertia
 
-    q_frames, body_q_frames = _numpy(q_frames), _numpy(body_q_frames)
-    frames = len(q_frames) if q_frames is not None else len(body_q_frames)
-    state = model.state(requires_grad=False)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with inertia.UsdRecorder(path, model, fps=fps) as rec:
-        for k in range(frames):
-            if q_frames is not None:
-                state.particle_q.assign(q_frames[k].astype(np.float32))
-            if body_q_frames is not None:
-                state.body_q.assign(body_q_frames[k].astype(np.float32))
-            rec.record(state)
+        rec.record_frames(particle_q=q_frames, body_q=body_q_frames)
     return path
 
 

@@ -36,11 +36,8 @@ def build(device=None):
 
 def write_usd(path, model, q_frames, fps: float):
     """One time sample per frame of a ``(T + 1, N, 3)`` position trajectory."""
-    state = model.state(requires_grad=False)
     with inertia.UsdRecorder(path, model, fps=fps) as rec:
-        for q in q_frames.detach().cpu().numpy():
-            state.particle_q.assign(q)
-            rec.record(state)
+        rec.record_frames(particle_q=q_frames)
     return path
 
 

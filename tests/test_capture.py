@@ -15,12 +15,18 @@ import capture  # noqa: E402
 from conftest import DEVICE  # noqa: E402
 
 
-def test_captured_steps_replay_the_plain_loop_bitwise():
-    r = capture.main(["--dim", "4", "--frames", "3", "--substeps", "10", "--device", DEVICE])
+def test_captured_steps_replay_the_plain_loop_bitwise(tmp_path):
+    usd = str(tmp_path / "capture.usda")
+    r = capture.main(["--dim", "4", "--frames", "3", "--substeps", "10", "--device", DEVICE, "--usd", usd])
     assert r["particles"] == 25 and r["steps"] == 30
     assert r["identical"] and r["finite"]
     assert r["plain_steps_per_s"] > 0 and r["graph_steps_per_s"] > 0
     assert r["lowest_z"] < 1.2  # it fell: the replay did simulate
+    from pxr import Usd, UsdGeom
+
+    stage = Usd.Stage.Open(usd)
+    points = UsdGeom.Points(stage.GetPrimAtPath("/world/particles")).GetPointsAttr()
+    assert points.GetTimeSamples() == [0.0, 1.0, 2.0] and r["usd_record_ms_per_frame"] > 0
 
 
 def test_replay_continues_from_where_the_graph_left_off():

@@ -4,6 +4,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 from pxr import Usd, UsdGeom
 
 import inertia
@@ -83,3 +84,42 @@ def test_usd_recorder_writes_bodies_with_their_shapes(tmp_path):
     cyl = UsdGeom.Cylinder(stage.GetPrimAtPath("/world/bodies/falling_box/mast/geom"))
     assert abs(cyl.GetRadiusAttr().Get() - 0.05) < 1e-7 and abs(cyl.GetHeightAttr().Get() - 0.2) < 1e-7
     assert stage.GetPrimAtPath("/world/shapes/ground/geom").IsValid()
+
+
+def test_a_simulation_that_raises_midway_leaves_a_valid_file_with_the_frames_so_far(tmp_path):
+    b = inertia.ModelBuilder()
+    b.add_particle((0.0, 0.0, 1.0))
+    model = b.finalize(device="cpu")
+    state = model.state()
+    path = tmp_path / "partial.usda"
+    try:
+        with inertia.UsdRecorder(str(path), model, fps=30) as rec:
+            for k in range(5):
+                state.particle_q.assign(np.array([[0.0, 0.0, 1.0 - 0.1 * k]], dtype=np.float32))
+                rec.record(state)
+                if k == 2:
+                    raise RuntimeError("the simulation blew up")
+    except RuntimeError:
+        pass
+    stage = Usd.Stage.Open(str(path))
+    points = UsdGeom.Points(stage.GetPrimAtPath("/world/particles")).GetPointsAttr()
+    assert points.GetTimeSamples() == [0.0, 1.0, 2.0]
+    assert abs(points.Get(2.0)[0][2] - 0.8) < 1e-6
+    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]  # no temporary file left behind
+
+
+def test_record_frames_writes_a_finished_trajectory_and_checks_its_shape(tmp_path):
+    b = inertia.ModelBuilder()
+    body = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1), label="puck")
+    b.add_shape_cylinder(body, radius=0.1, half_height=0.02, density=0.0)
+    model = b.finalize(device="cpu")
+    poses = np.zeros((4, 1, 7), dtype=np.float32)
+    poses[:, 0, 6] = 1.0
+    poses[:, 0, 0] = [0.0, 0.1, 0.2, 0.3]
+    with inertia.UsdRecorder(str(tmp_path / "traj.usdc"), model) as rec:
+        assert rec.record_frames(body_q=poses) == 4
+        with pytest.raises(ValueError, match=r"body_q has frames of shape \(2, 7\), the model needs \(1, 7\)"):
+            rec.record_frames(body_q=np.zeros((3, 2, 7)))
+    stage = Usd.Stage.Open(str(tmp_path / "traj.usdc"))
+    op = UsdGeom.Xformable(stage.GetPrimAtPath("/world/bodies/puck")).GetOrderedXformOps()[0]
+    assert [op.Get(float(k))[0] for k in range(4)] == pytest.approx([0.0, 0.1, 0.2, 0.3], abs=1e-7)

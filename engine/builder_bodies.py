@@ -215,6 +215,8 @@ class BodyBuilderMixin:
         for s, b in enumerate(self.shape_body):
             if b < 0 or self.shape_density[s] <= 0.0:
                 continue
+            if self.body_mass[b] is not None and self.body_inertia[b] is not None and self.body_com[b] is not None:
+                continue  # mass, inertia and com given: the shapes' density plays no part
             rho, sc, t = self.shape_density[s], self.shape_scale[s], self.shape_type[s]
             if t == GEO_SPHERE:
                 props = mp.sphere(rho, sc[0])
@@ -225,7 +227,12 @@ class BodyBuilderMixin:
             elif t == GEO_CYLINDER:
                 props = mp.cylinder(rho, sc[0], sc[1])
             elif t == GEO_MESH:
-                props = mp.mesh(rho, *self.shape_mesh[s])
+                try:
+                    props = mp.mesh(rho, *self.shape_mesh[s])
+                except ValueError as e:
+                    raise ValueError(f"shape {s} ('{self.shape_label[s]}') on body {b} ('{self.body_label[b]}'): {e}. "
+                                     "Give a closed mesh with outward (counter-clockwise) triangles, the shape "
+                                     "density=0, or the body's mass, inertia and com explicitly") from None
             else:
                 continue
             xf = self.shape_transform[s]
@@ -236,6 +243,10 @@ class BodyBuilderMixin:
             m_s, com_s, i_s = mp.combine(parts[b])
             mass, inertia, com = self.body_mass[b], self.body_inertia[b], self.body_com[b]
             label = f"body {b} ('{self.body_label[b]}')"
+            if inertia is None and com is not None and m_s > 0.0:
+                # the shapes' inertia is about their own centre of mass: move it to the given one
+                d = np.asarray(com, dtype=np.float64) - com_s
+                i_s = i_s + m_s * (d @ d * np.eye(3) - np.outer(d, d))
             if mass is None:
                 mass = m_s
                 inertia = i_s if inertia is None else inertia

@@ -160,5 +160,8 @@ class ShapeBuilderMixin:
         if f.min() < 0 or f.max() >= len(v):
             raise IndexError(f"mesh index out of range [0, {len(v)}): min {f.min()}, max {f.max()}")
         s = vec3(scale, "mesh scale")
+        if min(s) <= 0.0:
+            # a negative scale mirrors the mesh, turning it inside out (its SDF sign flips outside it)
+            raise ValueError(f"mesh scale must be > 0 on every axis, got {s}; mirror the vertices instead")
         mesh = (v * np.array(s), f.astype(np.int32))
         return self._add_shape(body, GEO_MESH, xform, s, mesh=mesh, **props)

@@ -176,11 +176,14 @@ def eval_fk_kernel(
 
 
 def _as_array(values, n: int, name: str, device) -> wp.array:
+    """A checked float array on ``device`` (a host read: eval_fk sets up states, it is not a hot path)."""
     if isinstance(values, wp.array):
         if values.shape != (n,):
             raise ValueError(f"{name} must have shape ({n},), got {values.shape}")
         if str(values.device) != str(device):
             raise ValueError(f"{name} is on {values.device}, the model on {device}")
+        if not np.isfinite(values.numpy()).all():
+            raise ValueError(f"{name} contains NaN or inf")
         return values
     a = np.asarray(values, dtype=np.float32).reshape(-1)
     if a.shape != (n,):
@@ -188,6 +191,18 @@ def _as_array(values, n: int, name: str, device) -> wp.array:
     if not np.isfinite(a).all():
         raise ValueError(f"{name} contains NaN or inf")
     return wp.array(a, dtype=float, device=device)
+
+
+def _check_quaternions(model, q: wp.array) -> None:
+    """Ball and free joint coordinates hold quaternions: refuse zero ones (they are normalized otherwise)."""
+    types, starts = model.joint_type.numpy(), model.joint_q_start.numpy()
+    values = q.numpy()
+    for j, t in enumerate(types):
+        if t in (JOINT_BALL, JOINT_FREE):
+            k = starts[j] + (3 if t == JOINT_FREE else 0)
+            if np.linalg.norm(values[k:k + 4]) < 1e-9:
+                raise ValueError(f"joint_q of joint {j} ('{model.joint_label[j]}') holds a zero quaternion at "
+                                 f"entries {k}..{k + 3}")
 
 
 def eval_fk(model, joint_q, joint_qd, state) -> None:
@@ -207,6 +222,7 @@ def eval_fk(model, joint_q, joint_qd, state) -> None:
         return
     q = _as_array(joint_q, model.joint_coord_count, "joint_q", model.device)
     qd = _as_array(joint_qd, model.joint_dof_count, "joint_qd", model.device)
+    _check_quaternions(model, q)
     wp.launch(
         eval_fk_kernel,
         dim=model.articulation_count,

@@ -48,14 +48,21 @@ def mesh(density: float, vertices, indices):
     """A closed triangle mesh (counter-clockwise seen from outside), by signed tetrahedra from the origin."""
     v = np.asarray(vertices, dtype=np.float64)
     f = np.asarray(indices, dtype=np.int64).reshape(-1, 3)
+    # closed and consistently wound: every directed edge appears once, and its reverse once (vertices at the
+    # same position count as one: meshes split at seams for normals or texture coordinates are still closed)
+    _, same = np.unique(np.round(v, 9), axis=0, return_inverse=True)
+    g = same.reshape(-1)[f]
+    directed = np.concatenate([g[:, [0, 1]], g[:, [1, 2]], g[:, [2, 0]]])
+    edges, counts = np.unique(directed, axis=0, return_counts=True)
+    reverse = {tuple(e) for e in edges}
+    unpaired = sum(1 for e in edges if (e[1], e[0]) not in reverse) + int(np.count_nonzero(counts > 1))
+    if unpaired:
+        raise ValueError(f"mesh is not closed or not consistently wound ({unpaired} edges without their opposite)")
     a, b, c = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
     vol = np.einsum("ij,ij->i", a, np.cross(b, c)) / 6.0
     volume = vol.sum()
     if not volume > 1e-12:
-        raise ValueError(
-            f"mesh encloses volume {volume:.3g} m^3: give a closed mesh with outward (counter-clockwise) "
-            "triangles, or density=0 and the body's mass and inertia explicitly"
-        )
+        raise ValueError(f"mesh encloses volume {volume:.3g} m^3 (not closed, or its triangles face inwards)")
     com = ((a + b + c) * vol[:, None]).sum(axis=0) / (4.0 * volume)
     s = a + b + c
     # second moment of each tet (0, a, b, c) about the origin: V/20 (aa' + bb' + cc' + ss')

@@ -269,8 +269,8 @@ class Rollout:
         soft, pairs, rpairs, rcontacts = getattr(self, "_seg_caps", (
             c.soft_contact_max, c.particle_pair_max, c.rigid_pair_max, c.rigid_contact_max))
         particle = 8 * max(1, soft) + 8 * max(1, pairs) + 8 + 8
-        # shape-shape: pairs (vec2i), then per contact two indices, a point and a thickness
-        rigid = 8 * max(1, rpairs) + 24 * max(1, rcontacts) + 8 if self.model.body_count else 0
+        # shape-shape: pairs (vec2i), then per contact two indices, a point, a thickness and a normal
+        rigid = 8 * max(1, rpairs) + 36 * max(1, rcontacts) + 8 if self.model.body_count else 0
         return particle + rigid
 
     def memory_estimate(self, checkpoint_every: int | None = None) -> dict:

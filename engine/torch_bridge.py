@@ -101,6 +101,12 @@ def _param_values(model, name: str, value: torch.Tensor) -> list:
                          "largest radius you will use")
     if name in ("particle_mass", "particle_inv_mass", "body_mass", "body_inv_mass") and bool((value < 0).any()):
         raise ValueError(f"params['{name}'] has negative entries (0 means kinematic)")
+    if name == "body_inv_mass":
+        dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
+        if bool((dynamic != (value > 0)).any()):
+            # a kinematic body has no inertia to move with, and a dynamic one cannot be switched off here
+            raise ValueError("params['body_inv_mass'] must be > 0 exactly where the model's bodies are dynamic "
+                             "(0 for kinematic bodies)")
     if name == "particle_mass":
         return [("particle_inv_mass", _inverse_where_positive(value))]
     if name == "body_mass":

@@ -362,6 +362,8 @@ def test_body_integration_gradients_match_central_differences():
     (lambda b: b._add_shape(0, 4, None, (0, 0, 0)), ValueError, "planes are infinite"),
     (lambda b: b.add_shape_sphere(0, restitution=1.5), ValueError, "restitution must be in"),
     (lambda b: b.add_shape_sphere(0, friction=0.5), TypeError, "unknown shape properties"),
+    (lambda b: b.add_shape_mesh(0, vertices=box_mesh(0.1, 0.1, 0.1)[0], indices=box_mesh(0.1, 0.1, 0.1)[1],
+                                scale=(-1.0, 1.0, 1.0)), ValueError, "mesh scale must be > 0 on every axis"),
 ])
 def test_bad_bodies_joints_and_shapes(call, exc, msg):
     b = inertia.ModelBuilder()
@@ -391,6 +393,32 @@ def test_dynamic_body_without_mass_is_refused_at_finalize():
         b.finalize(device=DEVICE)
 
 
+def test_an_open_mesh_needs_explicit_mass_properties_and_says_which_shape():
+    v, f = box_mesh(0.1, 0.1, 0.1)
+    open_faces = f[:-2]  # one side missing
+    b = inertia.ModelBuilder()
+    body = b.add_body(label="link")
+    b.add_shape_mesh(body, vertices=v, indices=open_faces, label="scan")
+    with pytest.raises(ValueError, match=r"shape 0 \('scan'\) on body 0 \('link'\): mesh is not closed"):
+        b.finalize(device=DEVICE)
+    b = inertia.ModelBuilder()
+    body = b.add_body(mass=2.0, inertia=(0.1, 0.1, 0.1), com=(0.0, 0.0, 0.0))
+    b.add_shape_mesh(body, vertices=v, indices=open_faces)  # collision only: the body's own mass properties rule
+    assert b.finalize(device=DEVICE).body_mass.numpy()[0] == pytest.approx(2.0)
+
+
+def test_an_explicit_com_moves_the_shapes_inertia_to_it():
+    """Inertia from the shapes, com given: the parallel-axis theorem about the given com."""
+    b = inertia.ModelBuilder()
+    body = b.add_body(com=(0.0, 0.0, 0.2))
+    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, density=1000.0)  # 8 kg, its own com at the origin
+    model = b.finalize(device=DEVICE)
+    m = 8.0
+    own = m / 3 * 0.02
+    assert np.allclose(np.diag(model.body_inertia.numpy()[0]), [own + m * 0.04, own + m * 0.04, own], rtol=1e-5)
+    assert np.allclose(model.body_com.numpy()[0], [0.0, 0.0, 0.2])
+
+
 def test_quaternions_are_normalized_by_the_builder():
     b = inertia.ModelBuilder()
     b.add_body(xform=((0, 0, 0), (0.0, 0.0, 2.0, 2.0)), mass=1.0, inertia=(1, 1, 1))
@@ -405,6 +433,13 @@ def test_eval_fk_refuses_bad_coordinates_and_a_recording_tape():
         inertia.eval_fk(model, [0.1], [0.0, 0.0], state)
     with pytest.raises(ValueError, match="joint_qd contains NaN"):
         inertia.eval_fk(model, [0.1, 0.2], [0.0, float("nan")], state)
+    with pytest.raises(ValueError, match="joint_q contains NaN"):
+        inertia.eval_fk(model, wp.array([0.1, float("inf")], dtype=float, device=DEVICE), [0.0, 0.0], state)
+    b = inertia.ModelBuilder()
+    b.add_joint_ball(-1, b.add_body(mass=1.0, inertia=(1, 1, 1)), label="shoulder")
+    ball = b.finalize(device=DEVICE)
+    with pytest.raises(ValueError, match=r"joint 0 \('shoulder'\) holds a zero quaternion"):
+        inertia.eval_fk(ball, [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0], ball.state())
     with wp.Tape():
         with pytest.raises(RuntimeError, match="eval_fk is not differentiable"):
             inertia.eval_fk(model, [0.1, 0.2], [0.0, 0.0], state)

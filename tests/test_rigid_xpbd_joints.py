@@ -257,3 +257,84 @@ def test_gradients_through_contact_and_joints_match_central_differences():
         except AssertionError as err:
             failures[-1] = str(err).splitlines()[0]
     assert not failures, failures
+
+
+# --------------------------------------------------------------------------- derivatives of corrections that are zero
+@wp.kernel
+def _pose_entry(q: wp.array(dtype=wp.transform), b: int, k: int, out: wp.array(dtype=float)):
+    out[0] = q[b][k]
+
+
+@wp.kernel
+def _angle_about_y(q: wp.array(dtype=wp.transform), b: int, out: wp.array(dtype=float)):
+    r = wp.transform_get_rotation(q[b])
+    out[0] = 2.0 * wp.atan2(r[1], r[3])
+
+
+def _taped(model, control, steps, dt, kernel, args, contacts=None):
+    solver = inertia.XPBDSolver(model, iterations=4)
+    states = [model.state() for _ in range(steps + 1)]
+    out = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for t in range(steps):
+            if contacts is not None:
+                model.collide(states[t], contacts)
+            solver.step(states[t], states[t + 1], control, contacts, dt)
+        wp.launch(kernel, 1, inputs=[states[-1].body_q, *args], outputs=[out], device=DEVICE)
+    return tape, out
+
+
+def test_a_drive_resting_at_its_target_keeps_its_gradient():
+    """The drive's correction is exactly 0 at its target; its derivative is not (the outside review's case):
+    d(angle) / d(target) of a hinge whose axis is along gravity, at rest on its target, vs central differences."""
+    b = inertia.ModelBuilder(gravity=-G, up_axis="y")  # gravity along the hinge axis: no torque
+    bar = b.add_body(xform=((0.25, 0, 0), (0, 0, 0, 1)), mass=1.0, inertia=(1e-3, 0.02, 0.02))
+    b.add_joint_revolute(-1, bar, child_xform=((-0.25, 0, 0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=5.0,
+                         target_kd=0.1)
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    control = model.control()
+
+    def run(target):
+        control.joint_target_pos.assign(np.array([target], np.float32))
+        return _taped(model, control, 20, 1 / 240, _angle_about_y, [bar])
+
+    tape, out = run(0.0)
+    tape.backward(loss=out)
+    g = float(control.joint_target_pos.grad.numpy()[0])
+    fd = (float(run(1e-2)[1].numpy()[0]) - float(run(-1e-2)[1].numpy()[0])) / 2e-2
+    print(f"\n[drive at rest] tape {g:+.5f}, central difference {fd:+.5f}")
+    assert fd > 0.1 and abs(g - fd) < 1e-2 * abs(fd)
+
+
+def test_a_sticking_contact_keeps_its_friction_gradient():
+    """A settled box pushed well inside its friction cone: static friction holds it, and the tape must say so
+    (it used to skip the friction row at zero slip and return the free body's response, 3x too large)."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane(mu=0.5)
+    box = b.add_body(xform=((0, 0, 0.1), (0, 0, 0, 1)))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=100.0, mu=0.5)  # 0.8 kg: mu m g = 3.9 N
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    control, contacts = model.control(), model.contacts()
+    steps, dt = 20, 1 / 480
+    solver = inertia.XPBDSolver(model, iterations=4)
+    s0, s1 = model.state(), model.state()
+    for _ in range(200):  # settle, then start from the settled state
+        model.collide(s0, contacts)
+        solver.step(s0, s1, None, contacts, dt)
+        s0, s1 = s1, s0
+    model.body_q.assign(s0.body_q.numpy())
+    model.body_qd.assign(s0.body_qd.numpy())
+
+    def run(fx):
+        control.body_f.assign(np.array([[fx, 0, 0, 0, 0, 0]], np.float32))
+        return _taped(model, control, steps, dt, _pose_entry, [box, 0], contacts)
+
+    tape, out = run(0.0)
+    tape.backward(loss=out)
+    g = float(control.body_f.grad.numpy()[0][0])
+    eps = 0.1  # N: the 4 Jacobi iterations leave a creep that is linear in the push only for small pushes
+    fd = (float(run(eps)[1].numpy()[0]) - float(run(-eps)[1].numpy()[0])) / (2 * eps)
+    free = sum(range(1, steps + 1)) * dt * dt / 0.8
+    print(f"\n[sticking box] tape {g:+.3e} m/N, central difference {fd:+.3e} m/N, free body {free:+.3e} m/N")
+    assert abs(g - fd) < 0.05 * abs(fd) and g < 0.5 * free

@@ -153,6 +153,13 @@ def test_bad_body_inputs_are_refused_clearly():
         ro(params={"body_mass": torch.tensor([1.0, 0.0])})
     with pytest.raises(ValueError, match="positive definite"):
         ro(params={"body_inertia": torch.zeros(2, 3, 3)})
+    kinematic = inertia.ModelBuilder()
+    kinematic.add_body(kinematic=True)
+    kinematic.add_shape_box(kinematic.add_body(), hx=0.1, hy=0.1, hz=0.1)
+    km = kinematic.finalize(device=DEVICE)
+    with pytest.raises(ValueError, match="must be > 0 exactly where the model's bodies are dynamic"):
+        inertia.Rollout(km, inertia.SemiImplicitSolver(km), 2, FRAME_DT, params=("body_inv_mass",))(
+            params={"body_inv_mass": torch.tensor([1.0, 1.0])})
     with pytest.raises(ValueError, match="declare body_mass or body_inv_mass, not both"):
         inertia.Rollout(model, inertia.SemiImplicitSolver(model), 3, FRAME_DT, params=("body_mass", "body_inv_mass"))
     b = inertia.ModelBuilder()

@@ -190,14 +190,16 @@ def apply_body_corrections_kernel(
     d = delta[b]
     dx = wp.spatial_top(d)
     dtheta = wp.spatial_bottom(d)
-    # untouched bodies keep their pose bit for bit (a renormalized quaternion would change in the last bit)
-    if wp.length_sq(dx) + wp.length_sq(dtheta) > 0.0:
-        q = wp.transform_get_rotation(X)
-        com = body_com[b]
-        x = wp.transform_point(X, com) + dx
-        q = wp.normalize(q + wp.quat(dtheta[0], dtheta[1], dtheta[2], 0.0) * q * 0.5)
-        X = wp.transform(x - wp.quat_rotate(q, com), q)
-    pose_out[b] = X
+    com = body_com[b]
+    q = wp.transform_get_rotation(X)
+    q_new = q + wp.quat(dtheta[0], dtheta[1], dtheta[2], 0.0) * q * 0.5
+    # Always the full update, so a correction that happens to be exactly zero still carries its derivative;
+    # only the renormalization is skipped when nothing turned: then q_new is q bit for bit, the com terms
+    # below cancel exactly, and an untouched body keeps its pose bit for bit.
+    if wp.length_sq(dtheta) > 0.0:
+        q_new = wp.normalize(q_new)
+    p_new = wp.transform_get_translation(X) + dx + (wp.quat_rotate(q, com) - wp.quat_rotate(q_new, com))
+    pose_out[b] = wp.transform(p_new, q_new)
 
 
 def apply_body_corrections(model, pose, delta, pose_out) -> None:
@@ -337,15 +339,25 @@ def solve_body_contacts_kernel(
                 start1 = start_of_step(f1.pose, pose_or_identity(body_q_start, b1), b1, g.p1)
                 slip = (g.p0 - start0) - (g.p1 - start1)
                 slip_t = slip - n * wp.dot(n, slip)
-                length = wp.length(slip_t)
-                if length > 1.0e-12:
-                    t = slip_t / length
-                    w_t = positional_inv_mass(f0, r0, t) + positional_inv_mass(f1, r1, t)
-                    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
-                    # all of the slip while the contact sticks, else the rest of the Coulomb budget (sliding)
-                    dlam_t = wp.min(length / w_t, wp.max(mu * lam_n - lam[1], 0.0))
-                    add_positional(delta, b0, f0, split, r0, -t * dlam_t)
-                    add_positional(delta, b1, f1, split, r1, t * dlam_t)
+                mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+                budget = wp.max(mu * lam_n - lam[1], 0.0)
+                # sticking: the impulse that removes all of the slip, solved in the tangent plane with the
+                # pair's inverse mass matrix (no slip direction to normalize: a contact that sticks exactly,
+                # slip 0, keeps its derivative); sliding: the rest of the Coulomb budget along the slip
+                K = point_inv_mass_matrix(f0, r0) + point_inv_mass_matrix(f1, r1)
+                impulse = solve_rows(K, 0.0, -slip_t, n, True)
+                dlam_t = wp.sqrt(wp.dot(impulse, impulse) + 1.0e-30)
+                if dlam_t > budget:
+                    length = wp.length(slip_t)
+                    impulse = wp.vec3(0.0)
+                    dlam_t = float(0.0)
+                    if length > 1.0e-12:
+                        t = slip_t / length
+                        w_t = positional_inv_mass(f0, r0, t) + positional_inv_mass(f1, r1, t)
+                        dlam_t = wp.min(length / w_t, budget)
+                        impulse = -t * dlam_t
+                add_positional(delta, b0, f0, split, r0, impulse)
+                add_positional(delta, b1, f1, split, r1, -impulse)
     # one store per multiplier: a second store to the same element would get its adjoint twice
     lambda_out[c] = wp.vec2(lam[0] + dlam_n, lam[1] + dlam_t)
 

@@ -28,7 +28,14 @@ existed. No restitution and no velocity pass for particle contacts.
 import warp as wp
 
 from ...collision.sdf import shape_sdf_world
-from .body_contact import add_positional, body_frame, positional_inv_mass, start_of_step
+from .body_contact import (
+    add_positional,
+    body_frame,
+    point_inv_mass_matrix,
+    positional_inv_mass,
+    solve_rows,
+    start_of_step,
+)
 
 
 @wp.func
@@ -109,10 +116,10 @@ def solve_shape_contacts_kernel(
     motion_t = motion - n * wp.dot(n, motion)
     slip = friction_correction(motion_t, shape_mu[s] * depth)
     impulse = n * (depth / w_n)
-    slip_len = wp.length(slip)
-    if slip_len > 1.0e-12:
-        t = slip / slip_len
-        impulse = impulse - slip / (wp_ + positional_inv_mass(fb, rb, t))
+    # the tangential impulse that removes `slip`, solved in the tangent plane with the pair's inverse mass
+    # matrix: no slip direction to normalize, so a contact that sticks exactly (slip 0) keeps its derivative
+    K = wp.identity(n=3, dtype=float) * wp_ + point_inv_mass_matrix(fb, rb)
+    impulse = impulse - solve_rows(K, 0.0, slip, n, True)
     wp.atomic_add(delta, p, impulse * wp_)
     add_positional(body_delta, b, fb, body_split, rb, -impulse)
 

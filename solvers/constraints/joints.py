@@ -203,14 +203,14 @@ def solve_joints_kernel(
                     dl_limit = relaxation * (-violation / w)
                 dl_drive = relaxation * drive_increment(q - target_pos[ds], moved - dt * target_vel[ds], lam[7],
                                                      target_ke[ds], target_kd[ds], w, dt)
+                # always added, also when zero (a drive at its target): its derivative must reach the tape
                 push = dl_limit + dl_drive
-                if push != 0.0:
-                    if t == JOINT_REVOLUTE:
-                        add_angular(delta, c, fc, split, a_w * push)
-                        add_angular(delta, p, fp, split, -a_w * push)
-                    else:
-                        add_positional(delta, c, fc, split, r_c, a_w * push)
-                        add_positional(delta, p, fp, split, r_p, -a_w * push)
+                if t == JOINT_REVOLUTE:
+                    add_angular(delta, c, fc, split, a_w * push)
+                    add_angular(delta, p, fp, split, -a_w * push)
+                else:
+                    add_positional(delta, c, fc, split, r_c, a_w * push)
+                    add_positional(delta, p, fp, split, r_p, -a_w * push)
     lambda_out[j] = lam + vec8(d_attach[0], d_attach[1], d_attach[2], d_align[0], d_align[1], d_align[2], dl_limit,
                                dl_drive)
 

@@ -120,6 +120,10 @@ class Model:
     ``body_mass`` [kg], ``body_inv_mass`` (0: kinematic), ``body_inertia`` /
     ``body_inv_inertia`` (about the com, body frame), ``body_world``,
     ``body_exclusion_offsets`` / ``body_exclusions`` (CSR: bodies that never collide).
+    Kernels read ``body_inv_mass`` (never ``body_mass``), the integrators ``body_inertia``
+    and joints and contacts ``body_inv_inertia``: edit (or differentiate) a mass or an
+    inertia through both arrays of the pair; ``inertia.Rollout``'s ``body_mass`` and
+    ``body_inertia`` params do.
 
     Joints: ``joint_type``, ``joint_parent`` (-1: world), ``joint_child``, ``joint_X_p`` /
     ``joint_X_c`` (joint frame in parent / child body frame), ``joint_axis`` (joint frame),

@@ -176,7 +176,10 @@ class XPBDSolver(SolverBase):
     limits engaging) are listed in the constraint modules. Velocities come
     from float32 poses, so they are quantized by the poses' resolution over
     dt (3e-5 m/s at 1 m from the origin at dt = 1/480 s): keep scenes whose
-    gradients matter near the origin.
+    gradients matter near the origin. The joint rows each body counts for mass
+    splitting (a drive where its gains are > 0, a limit where one is finite)
+    are fixed when the solver is built: build it after setting drive gains and
+    limits (a drive switched on later is solved, but split as if absent).
 
     Args (rigid bodies; ``splitting`` applies to them too, see
     ``constraints/body_contact.py``):

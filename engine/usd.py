@@ -89,8 +89,8 @@ class UsdRecorder:
         self._mesh = None
         if model.particle_count:
             self._points = UsdGeom.Points.Define(self.stage, "/world/particles")
-            widths = 2.0 * model.particle_radius.numpy().astype(np.float64)
-            self._points.CreateWidthsAttr(Vt.FloatArray.FromNumpy(widths.astype(np.float32)))
+            self._points.CreateWidthsAttr()
+        self._widths = None  # the widths last written: sampled again only when the radii change
         faces = self._surface_triangles()
         if len(faces):
             self._mesh = UsdGeom.Mesh.Define(self.stage, "/world/surface")
@@ -170,6 +170,10 @@ class UsdRecorder:
         if self._last_time is not None and code <= self._last_time:
             raise ValueError(f"time code {code} is not after the previous one ({self._last_time})")
         if self._points is not None:
+            widths = 2.0 * self.model.particle_radius.numpy().astype(np.float32)  # radii can be optimised params
+            if self._widths is None or not np.array_equal(widths, self._widths):
+                self._points.GetWidthsAttr().Set(Vt.FloatArray.FromNumpy(widths), Usd.TimeCode(code))
+                self._widths = widths
             q = Vt.Vec3fArray.FromNumpy(state.particle_q.numpy().astype(np.float32))
             self._points.GetPointsAttr().Set(q, Usd.TimeCode(code))
             if self._mesh is not None:

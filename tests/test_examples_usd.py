@@ -46,6 +46,10 @@ def test_usd_recorder_writes_time_samples(tmp_path):
     assert points.GetTimeSamples() == [0.0, 1.0, 2.0]
     for k, expected in enumerate(frames):
         np.testing.assert_allclose(np.array(points.Get(float(k))), expected, rtol=0, atol=1e-7)
+    # widths: sampled when the radii change (here only at the first frame), held in between
+    widths = UsdGeom.Points(stage.GetPrimAtPath("/world/particles")).GetWidthsAttr()
+    assert widths.GetTimeSamples() == [0.0]
+    np.testing.assert_allclose(np.array(widths.Get(2.0)), 2.0 * model.particle_radius.numpy(), rtol=1e-7)
     assert not np.allclose(frames[0], frames[-1])  # the cloth really moved between samples
 
 

@@ -7,9 +7,12 @@ written into ``notes`` (and from there into the benchmark JSON).
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import warp as wp
 
-from bench_scenes import GROUND, PARTICLE_CONTACT, SOLVERS
+from bench_scenes import GROUND, PARTICLE_CONTACT, RIGID_SCENES, SOLVERS, ChainScene, body_com_positions
 
 
 def import_newton():
@@ -22,18 +25,19 @@ def import_newton():
     return newton, None
 
 
-def _semi_implicit(newton, model, scene=None):
+def _semi_implicit(newton, model, scene=None, **kwargs):
     # Triangle-particle contact is O(triangles x particles) in Newton's semi-implicit solver and has
-    # no counterpart in inertia, so it is switched off to compare the same work.
-    return newton.solvers.SolverSemiImplicit(model, enable_tri_contact=False)
+    # no counterpart in inertia, so it is switched off to compare the same work. ``kwargs``: the rigid
+    # scenes' joint attachment gains and angular damping (NewtonRunner._build_*).
+    return newton.solvers.SolverSemiImplicit(model, enable_tri_contact=False, **kwargs)
 
 
-def _xpbd(newton, model, scene="cloth"):
+def _xpbd(newton, model, scene="cloth", **kwargs):
     # the same iteration count as ours (SOLVERS["xpbd"].settings(scene)); Newton's relaxation factors stay at
     # their defaults (0.9 for soft bodies and contacts): they scale Newton's summed corrections, not a
     # mass-split average like ours, so there is no equivalent of our relaxation=1.5
     iterations = SOLVERS["xpbd"].settings(scene)["kwargs"]["iterations"]
-    return newton.solvers.SolverXPBD(model, iterations=iterations)
+    return newton.solvers.SolverXPBD(model, iterations=iterations, **kwargs)
 
 
 NEWTON_SOLVERS = {
@@ -100,6 +104,53 @@ SCENE_NOTES = {
 }
 
 
+RIGID_NOTES = [
+    "bodies: Newton's add_body gives every free body a free joint (and an articulation), so Newton's "
+    "boxes have one joint per box (its joint kernel runs over them); inertia's free bodies have no joint",
+    "shape-shape collision: both sweep-and-prune broad phases (Newton CollisionPipeline(broad_phase='sap'); "
+    "Newton's default is 'explicit', every filtered pair precomputed) with the same detection gap "
+    "(builder.rigid_gap = inertia's rigid_contact_margin, 1 cm); the narrow phases differ: Newton's GJK/MPR "
+    "writes contact points with a fixed normal and depth, inertia writes points that its solvers re-evaluate "
+    "against the other shape's SDF at every force evaluation / iteration (rigid_contact_geometry)",
+    "rigid contact capacity: inertia model.contacts() defaults; Newton's CollisionPipeline estimate",
+]
+
+RIGID_SEMI_IMPLICIT_NOTES = [
+    "rigid contact force: both penalty ke/kd with the same ground and shape materials; inertia's friction is "
+    "smoothed Coulomb capped so one step cannot reverse the sliding (mass split among a body's contacts), "
+    "Newton's min(kf |v_t|, mu f_n) with its default kf = 1000 N s/m",
+    "angular_damping = 0 in Newton (its default 0.05 has no counterpart in inertia)",
+]
+
+RIGID_XPBD_NOTES = [
+    "Newton XPBD rigid contacts: relaxation 0.8 and a division by the body's contact count (its defaults); "
+    "inertia: mass splitting with sqrt(constraints on the body), relaxation 1.0, and a 4-iteration restitution "
+    "velocity pass run even at restitution 0 (Newton's enable_restitution=False skips its pass)",
+]
+
+SCENE_NOTES["boxes"] = ["box poses: the same numbers in both engines (drawn once in BoxesScene.params)"]
+SCENE_NOTES["chain"] = [
+    "chain links: the same capsules, masses, anchors and axes (Newton: add_link + add_joint_revolute + "
+    "add_articulation)",
+]
+SEMI_IMPLICIT_SCENE_NOTES = {
+    "chain": [
+        "joint attachment: inertia's springs are scaled by each joint's effective mass (joint_attach_ke = 1e6 "
+        "1/s^2 for translation and rotation alike); Newton's joint_attach_ke is one absolute gain for "
+        "translation [N/m] and rotation [N m/rad] (it damps rotation with 0.01 kd). The matched gain, ke x "
+        "(link mass / 2) = 1.5e4 N/m, blows Newton's chain up at dt = 1 ms, so Newton runs at 0.3 x it "
+        "(4.4e3 N/m, kd likewise): over 2,000 steps its joints part by up to 12.5 mm, inertia's by 2.9 mm "
+        "(bench_newton.NEWTON_CHAIN_GAIN_FACTOR)",
+    ],
+}
+XPBD_RIGID_SCENE_NOTES = {
+    "chain": [
+        "Newton XPBD joints: relaxation 0.7 (linear) and 0.4 (angular), its defaults; inertia's hard joints "
+        "with mass splitting and relaxation 1.0",
+    ],
+}
+
+
 class NewtonRunner:
     """One Newton simulation of a scene: clear forces, collide, step, swap (Newton's example loop)."""
 
@@ -114,23 +165,35 @@ class NewtonRunner:
         self.solver_name = solver
         # the first two common notes are about the semi-implicit force models
         self.notes = list(COMMON_NOTES if solver == "semi_implicit" else COMMON_NOTES[2:])
+        self.rigid = scene.name in RIGID_SCENES
+        if self.rigid:  # the particle notes do not apply; the rigid ones do
+            self.notes = list(RIGID_NOTES)
+            self.notes += RIGID_SEMI_IMPLICIT_NOTES if solver == "semi_implicit" else RIGID_XPBD_NOTES
+            self.notes += (SEMI_IMPLICIT_SCENE_NOTES if solver == "semi_implicit" else XPBD_RIGID_SCENE_NOTES).get(
+                scene.name, [])
         self.notes += list(SCENE_NOTES.get(scene.name, []))
-        if solver == "xpbd":
+        if solver == "xpbd" and not self.rigid:
             self.notes += XPBD_NOTES + XPBD_SCENE_NOTES.get(scene.name, [])
         p = scene.params(size)
         b = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -9.81))
+        b.rigid_gap = RIGID_CONTACT_GAP  # inertia's rigid_contact_margin (Newton's default: 0.1 m)
         cfg = newton.ModelBuilder.ShapeConfig(ke=GROUND["ke"], kd=GROUND["kd"], mu=GROUND["mu"])
         b.add_ground_plane(cfg=cfg)
+        self.solver_kwargs = {}  # per-scene Newton solver arguments, set by the _build_* methods
         getattr(self, "_build_" + scene.name)(b, p)
         m = b.finalize(device=self.device)
         m.particle_ke, m.particle_kd, m.particle_mu = (PARTICLE_CONTACT[k] for k in ("ke", "kd", "mu"))
         m.soft_contact_ke, m.soft_contact_kd, m.soft_contact_mu = (GROUND[k] for k in ("ke", "kd", "mu"))
         self.model = m
         self.settings = SOLVERS[solver].settings(scene.name)  # the same dt (and iterations) as ours
-        self.solver = NEWTON_SOLVERS[solver](newton, m, scene.name)
-        # match inertia: one particle-shape contact slot per particle (one shape), the same detection margin
-        margin = 0.5 * float(m.particle_max_radius)
-        self.pipeline = newton.CollisionPipeline(m, soft_contact_max=m.particle_count, soft_contact_gap=margin)
+        self.solver = NEWTON_SOLVERS[solver](newton, m, scene.name, **self.solver_kwargs)
+        if self.rigid:
+            # no particles: no particle-shape contacts; shape pairs by sweep and prune, like inertia's broad phase
+            self.pipeline = newton.CollisionPipeline(m, broad_phase="sap", soft_contact_max=0)
+        else:
+            # match inertia: one particle-shape contact slot per particle (one shape), the same detection margin
+            margin = 0.5 * float(m.particle_max_radius)
+            self.pipeline = newton.CollisionPipeline(m, soft_contact_max=m.particle_count, soft_contact_gap=margin)
         self.contacts = self.pipeline.contacts()
         self.state_0, self.state_1 = m.state(), m.state()
         self.control = m.control()
@@ -166,11 +229,39 @@ class NewtonRunner:
             particle_radius=p["radius"], add_surface_mesh_edges=False,
         )
 
+    def _shape_cfg(self, p):
+        return self.newton.ModelBuilder.ShapeConfig(density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
+
+    def _build_boxes(self, b, p):
+        h, cfg = p["half"], self._shape_cfg(p)
+        for pos, rot in p["poses"]:
+            body = b.add_body(xform=wp.transform(wp.vec3(*pos), wp.quat(*rot)))  # with a free joint
+            b.add_shape_box(body, hx=h, hy=h, hz=h, cfg=cfg)
+        if self.solver_name == "semi_implicit":
+            self.solver_kwargs = {"angular_damping": 0.0}
+
+    def _build_chain(self, b, p):
+        cfg = self._shape_cfg(p)
+        joints = []
+        prev = -1
+        for pose, parent, child, capsule in ChainScene.link_frames(p):
+            body = b.add_link(xform=wp.transform(wp.vec3(*pose[0]), wp.quat(*pose[1])))
+            b.add_shape_capsule(body, xform=wp.transform(wp.vec3(*capsule[0]), wp.quat(*capsule[1])),
+                                radius=p["radius"], half_height=p["half_height"], cfg=cfg)
+            joints.append(b.add_joint_revolute(
+                prev, body, parent_xform=wp.transform(wp.vec3(*parent[0]), wp.quat(*parent[1])),
+                child_xform=wp.transform(wp.vec3(*child[0]), wp.quat(*child[1])), axis=wp.vec3(*p["axis"])))
+            prev = body
+        b.add_articulation(joints)
+        if self.solver_name == "semi_implicit":
+            self.solver_kwargs = newton_chain_attachment(p)
+
     # ------------------------------------------------------------------ stepping
     def counts(self) -> dict:
         m = self.model
         return {"particles": m.particle_count, "springs": m.spring_count, "triangles": m.tri_count,
-                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count}
+                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count, "bodies": m.body_count,
+                "joints": m.joint_count}
 
     def step(self):
         self.step_fresh(self.state_0, self.state_1)
@@ -184,12 +275,51 @@ class NewtonRunner:
     def new_states(self):
         return self.model.state(), self.model.state()
 
+    def _rows(self, particles, bodies, width):
+        parts = [a.numpy().reshape(-1, width) for a in (particles, bodies) if a is not None]
+        return np.concatenate(parts) if parts else np.zeros((0, width))
+
     def positions(self):
-        return self.state_0.particle_q.numpy()
+        """Particle positions, then the bodies' centres of mass (world) [m] (as InertiaRunner)."""
+        q = self._rows(self.state_0.particle_q, None, 3)
+        if self.model.body_count:
+            q = np.concatenate([q, body_com_positions(self.state_0.body_q.numpy(), self.model.body_com.numpy())])
+        return q
 
     def velocities(self):
-        return self.state_0.particle_qd.numpy()
+        """Particle velocities, then the bodies' centre-of-mass velocities (Newton 1.x body_qd: linear first)."""
+        v = self._rows(self.state_0.particle_qd, None, 3)
+        if self.model.body_count:
+            v = np.concatenate([v, self.state_0.body_qd.numpy().reshape(-1, 6)[:, :3]])
+        return v
 
     def contact_counts(self) -> dict:
         n = int(self.contacts.soft_contact_count.numpy()[0])
-        return {"particle_shape": n, "particle_pairs": None}
+        rigid = int(self.contacts.rigid_contact_count.numpy()[0])
+        return {"particle_shape": n, "particle_pairs": None, "rigid_contacts": rigid}
+
+
+# inertia's rigid_contact_margin (engine/builder.py): shape pairs within 1 cm are kept
+RIGID_CONTACT_GAP = 0.01
+
+
+# Newton's chain at dt = 1 ms is unstable at the gain that matches inertia's (below): over 2,000 steps of the
+# 32-link chain (anchor gaps sampled every 20 steps) x1.0 reached 2e5 m/s, x0.7 parted its joints by 374 mm
+# at 271 m/s, x0.5 by 24 mm, x0.3 by 12.5 mm, x0.2 by 15 mm (inertia at ke = 1e6: 2.9 mm; the chain's tip
+# whips at ~17 m/s in every run). So Newton runs at 0.3 x the matched gain: bounded, and the tightest chain.
+NEWTON_CHAIN_GAIN_FACTOR = 0.3
+
+
+def newton_chain_attachment(p) -> dict:
+    """Newton SolverSemiImplicit joint gains for the chain: inertia's, made absolute, x NEWTON_CHAIN_GAIN_FACTOR.
+
+    inertia scales its attachment springs by the joint's effective mass: F = -m_eff (ke d + kd v), ke in
+    [1/s^2]. Newton applies one absolute gain [N/m, and N m/rad on rotation, which the chain's light links
+    cannot take at this step]. Between two equal links m_eff along the chain is m / 2, so the matched gains
+    are ke x m / 2 and kd x m / 2 (m from the capsule's volume at the scene's density).
+    """
+    r, hh = p["radius"], p["half_height"]
+    mass = p["density"] * (math.pi * r * r * 2.0 * hh + 4.0 / 3.0 * math.pi * r ** 3)
+    f = NEWTON_CHAIN_GAIN_FACTOR
+    return {"joint_attach_ke": f * p["joint_attach_ke"] * 0.5 * mass,
+            "joint_attach_kd": f * p["joint_attach_kd"] * 0.5 * mass, "angular_damping": 0.0}

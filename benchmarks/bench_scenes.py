@@ -9,17 +9,24 @@ both engines are built from the same numbers. Sizes are grid dimensions:
   jitter) dropped 2 cm onto the ground with particle-particle contact on.
 * ``soft``     (X, Y, Z) cells: a stable neo-Hookean tet block (5 tets per cell) dropped onto the
   ground at 1 m/s.
+* ``boxes``    (X, Y, Z) rigid 10 cm cubes: X x Y towers of Z boxes, each 1 cm above the one below,
+  randomly yawed and shifted (seed 0), dropped in a pile onto the ground (the pile of
+  tests/test_rigid_semi_implicit.py's ``box_pile`` fixture).
+* ``chain``    (N,) capsule links of 10 cm hanging from the world by revolute joints, released from
+  horizontal (the 32-link chain of tests/test_rigid_semi_implicit.py and tests/test_rigid_xpbd_joints.py).
 
-All scenes share the ground and particle-particle contact material. The time step belongs to the
-solver (``SOLVERS[name].settings(scene)``): the SemiImplicitSolver runs every scene at dt = 1/2400 s
-(40 substeps of a 60 Hz frame), the step the grid defaults are stable at; the XPBDSolver at
-dt = 1/600 s (10 substeps) with the iterations and relaxation given in ``XPBD_SETTINGS``.
+All scenes share the ground and particle-particle contact material (the rigid shapes use the ground's
+ke/kd/mu). The time step belongs to the solver (``SOLVERS[name].settings(scene)``): the
+SemiImplicitSolver runs the particle scenes at dt = 1/2400 s (40 substeps of a 60 Hz frame), the step
+the grid defaults are stable at, and the rigid scenes at the 1 ms of their tests; the XPBDSolver runs
+at the substeps, iterations and relaxation given in ``XPBD_SETTINGS``.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import warp as wp
 
 FRAME_DT = 1.0 / 60.0
@@ -167,7 +174,107 @@ class SoftScene(Scene):
         return b.finalize(device=device)
 
 
-SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene())}
+def quat_about_z(angle: float) -> tuple:
+    """Unit quaternion (x, y, z, w) of a rotation by ``angle`` [rad] about +z."""
+    return (0.0, 0.0, math.sin(0.5 * angle), math.cos(0.5 * angle))
+
+
+class BoxesScene(Scene):
+    name = "boxes"
+    ndim = 3
+    default_size = (4, 4, 4)
+    tiny_size = (2, 2, 1)
+    description = "pile of rigid boxes dropped onto the ground"
+
+    def params(self, size) -> dict:
+        """Poses are drawn here (seed 0), so both engines start from the same numbers.
+
+        The layout, jitter and draw order are tests/test_rigid_semi_implicit.py's ``box_pile``: at 4x4x4
+        the poses are that fixture's exactly.
+        """
+        nx, ny, nz = size
+        h, gap, drop = 0.05, 0.02, 0.01  # half extent, horizontal gap between towers, vertical gap [m]
+        rng = np.random.default_rng(0)
+        poses = []
+        for i in range(nx):
+            for j in range(ny):
+                for k in range(nz):
+                    x = (i - 0.5 * (nx - 1)) * (2 * h + gap) + rng.uniform(-0.005, 0.005)
+                    y = (j - 0.5 * (ny - 1)) * (2 * h + gap) + rng.uniform(-0.005, 0.005)
+                    z = h + drop + k * (2 * h + drop)
+                    poses.append(((float(x), float(y), float(z)), quat_about_z(float(rng.uniform(-0.3, 0.3)))))
+        return {"dim_x": nx, "dim_y": ny, "dim_z": nz, "half": h, "density": 1000.0, "poses": poses,
+                "ke": GROUND["ke"], "kd": GROUND["kd"], "mu": GROUND["mu"]}
+
+    def expected_counts(self, size) -> dict:
+        n = math.prod(size)
+        return {"particles": 0, "triangles": 0, "edges": 0, "tets": 0, "bodies": n, "joints": 0, "shapes": n + 1}
+
+    def build_inertia(self, size, device):
+        p = self.params(size)
+        b = self._inertia_builder()
+        h = p["half"]
+        for pose in p["poses"]:
+            body = b.add_body(xform=pose)
+            b.add_shape_box(body, hx=h, hy=h, hz=h, density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
+        return b.finalize(device=device)
+
+
+class ChainScene(Scene):
+    name = "chain"
+    ndim = 1
+    default_size = (32,)
+    tiny_size = (4,)
+    description = "pendulum chain of capsules on revolute joints, released from horizontal"
+
+    def params(self, size) -> dict:
+        """Links along +x from the pivot, hinged about y, the capsule's axis along the link.
+
+        The pivot is 0.8 m above the length of the chain (4 m at 32 links, as in
+        tests/test_rigid_xpbd_joints.py), so the hanging chain never reaches the ground.
+        ``joint_attach_ke`` [1/s^2] and ``joint_attach_kd`` [1/s] are the SemiImplicitSolver's (the
+        XPBDSolver's joints are hard): 1e6 (and the builder's default kd, 100) is what
+        test_falling_32_link_chain_stays_connected_without_gaining_energy validates at dt = 1 ms.
+        """
+        (n,) = size
+        link, radius = 0.1, 0.01
+        return {"links": n, "link": link, "radius": radius, "half_height": 0.5 * link - radius, "density": 1000.0,
+                "pivot": (0.0, 0.0, n * link + 0.8), "axis": (0.0, 1.0, 0.0), "joint_attach_ke": 1.0e6,
+                "joint_attach_kd": 1.0e2, "ke": GROUND["ke"], "kd": GROUND["kd"], "mu": GROUND["mu"]}
+
+    def expected_counts(self, size) -> dict:
+        (n,) = size
+        return {"particles": 0, "triangles": 0, "edges": 0, "tets": 0, "bodies": n, "joints": n, "shapes": n + 1}
+
+    @staticmethod
+    def link_frames(p) -> list:
+        """Per link: (body pose, parent anchor frame, child anchor frame, capsule frame in the body)."""
+        link, (px, py, pz) = p["link"], p["pivot"]
+        ident = (0.0, 0.0, 0.0, 1.0)
+        along_x = (0.0, math.sin(math.pi / 4), 0.0, math.cos(math.pi / 4))  # turns the capsule's z onto x
+        out = []
+        for i in range(p["links"]):
+            pose = ((px + (i + 0.5) * link, py, pz), ident)
+            parent = ((px, py, pz), ident) if i == 0 else ((0.5 * link, 0.0, 0.0), ident)
+            out.append((pose, parent, ((-0.5 * link, 0.0, 0.0), ident), ((0.0, 0.0, 0.0), along_x)))
+        return out
+
+    def build_inertia(self, size, device):
+        p = self.params(size)
+        b = self._inertia_builder()
+        b.joint_attach_ke, b.joint_attach_kd = p["joint_attach_ke"], p["joint_attach_kd"]
+        prev = -1
+        for pose, parent, child, capsule in self.link_frames(p):
+            body = b.add_body(xform=pose)
+            b.add_shape_capsule(body, xform=capsule, radius=p["radius"], half_height=p["half_height"],
+                                density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
+            b.add_joint_revolute(prev, body, parent_xform=parent, child_xform=child, axis=p["axis"])
+            prev = body
+        return b.finalize(device=device)
+
+
+SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene(), BoxesScene(), ChainScene())}
+RIGID_SCENES = ("boxes", "chain")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,8 +288,9 @@ SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene())}
 class SolverSpec:
     """A benchmarked solver: how to build it and, per scene, the step and settings it runs at.
 
-    ``settings(scene)`` -> dict with ``dt`` [s], ``substeps`` (solver steps per 60 Hz frame, = FRAME_DT / dt)
-    and the solver's keyword arguments (``kwargs``), plus ``why``: where the setting is validated.
+    ``settings(scene)`` -> dict with ``dt`` [s], ``substeps`` (solver steps per 60 Hz frame, = FRAME_DT / dt;
+    not an integer where a scene states its ``dt`` instead) and the solver's keyword arguments (``kwargs``),
+    plus ``why``: where the setting is validated.
     ``spec(model, scene)`` builds the solver for that scene (``scene`` defaults to "cloth", the scene of
     benchmarks/rollout.py). Calling the spec keeps the old ``SOLVERS[name](model)`` interface.
     """
@@ -193,7 +301,10 @@ class SolverSpec:
     def settings(self, scene: str = "cloth") -> dict:
         s = dict(self._per_scene.get(scene, self._per_scene["*"]))
         s["kwargs"] = dict(s.get("kwargs", {}))
-        s["dt"] = FRAME_DT / s["substeps"]
+        if "dt" in s:  # a step its validating test states directly (the rigid scenes' 1 ms)
+            s["substeps"] = FRAME_DT / s["dt"]
+        else:
+            s["dt"] = FRAME_DT / s["substeps"]
         return s
 
     def __call__(self, model, scene: str = "cloth"):
@@ -217,6 +328,8 @@ def _xpbd(model, **kwargs):
 #   hanging cloth (same equilibrium as the semi-implicit solver within 1 cm) and a dropped 50 kPa cube
 #   (volume within 3 %); at 10 iterations both come out visibly softer.
 # * granular: contacts only (never over-relaxed), 10 iterations, relaxation 1.0.
+# * boxes: 20 substeps of 8 iterations (relaxation 1.0), the pile and stack tests of tests/test_rigid_xpbd.py.
+# * chain: 10 substeps of 8 iterations (relaxation 1.0), tests/test_rigid_xpbd_joints.py's 32-link chain.
 XPBD_SETTINGS = {
     "cloth": {"substeps": 10, "kwargs": {"iterations": 20, "relaxation": 1.5},
               "why": "tests/test_xpbd.py::test_hanging_cloth_reaches_the_semi_implicit_equilibrium"},
@@ -224,13 +337,20 @@ XPBD_SETTINGS = {
              "why": "tests/test_xpbd.py::test_soft_cube_dropped_rests_on_the_ground_and_keeps_its_volume"},
     "granular": {"substeps": 10, "kwargs": {"iterations": 10, "relaxation": 1.0},
                  "why": "contacts only; benchmarks/README.md (XPBD settings)"},
+    "boxes": {"substeps": 20, "kwargs": {"iterations": 8, "relaxation": 1.0},
+              "why": "tests/test_rigid_xpbd.py::test_sixty_four_boxes_dropped_in_a_pile_come_to_rest_above_the_ground"},
+    "chain": {"substeps": 10, "kwargs": {"iterations": 8, "relaxation": 1.0},
+              "why": "tests/test_rigid_xpbd_joints.py::test_chain_of_32_links_stays_connected"},
 }
 XPBD_SETTINGS["*"] = XPBD_SETTINGS["cloth"]
 
 SOLVERS = {
     "semi_implicit": SolverSpec(
         "semi_implicit", lambda model: _semi_implicit(model),
-        {"*": {"substeps": SUBSTEPS, "why": "the step the scenes' stiffnesses are stable at"}},
+        {"*": {"substeps": SUBSTEPS, "why": "the step the scenes' stiffnesses are stable at"},
+         "boxes": {"dt": 1.0e-3, "why": "tests/test_rigid_semi_implicit.py::test_pile_of_64_boxes_stays_above_the_ground"},
+         "chain": {"dt": 1.0e-3, "why": "tests/test_rigid_semi_implicit.py::test_falling_32_link_chain_stays_connected_"
+                                        "without_gaining_energy (with the scene's joint_attach_ke = 1e6)"}},
         "inertia.SemiImplicitSolver (explicit forces, symplectic Euler)"),
     "xpbd": SolverSpec(
         "xpbd", _xpbd, XPBD_SETTINGS,
@@ -259,7 +379,8 @@ class InertiaRunner:
     def counts(self) -> dict:
         m = self.model
         return {"particles": m.particle_count, "springs": m.spring_count, "triangles": m.tri_count,
-                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count}
+                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count, "bodies": m.body_count,
+                "joints": m.joint_count}
 
     def step(self):
         self.model.collide(self.state_0, self.contacts)
@@ -275,11 +396,25 @@ class InertiaRunner:
         return self.model.state(), self.model.state()
 
     def positions(self):
-        return self.state_0.particle_q.numpy()
+        """Particle positions, then the bodies' centres of mass (world) [m], one row each."""
+        return np.concatenate([self.state_0.particle_q.numpy().reshape(-1, 3),
+                               body_com_positions(self.state_0.body_q.numpy(), self.model.body_com.numpy())])
 
     def velocities(self):
-        return self.state_0.particle_qd.numpy()
+        """Particle velocities, then the bodies' centre-of-mass velocities [m/s], one row each."""
+        return np.concatenate([self.state_0.particle_qd.numpy().reshape(-1, 3),
+                               self.state_0.body_qd.numpy().reshape(-1, 6)[:, :3]])
 
     def contact_counts(self) -> dict:
         c = self.contacts.counts()
-        return {"particle_shape": c["soft_contacts"], "particle_pairs": c["particle_pairs"]}
+        return {"particle_shape": c["soft_contacts"], "particle_pairs": c["particle_pairs"],
+                "rigid_contacts": c["rigid_contacts"]}
+
+
+def body_com_positions(body_q, body_com) -> np.ndarray:
+    """World centres of mass (n, 3) from body poses (n, 7: position, quaternion x y z w) and body-frame COMs."""
+    q = np.asarray(body_q, dtype=np.float64).reshape(-1, 7)
+    c = np.asarray(body_com, dtype=np.float64).reshape(-1, 3)
+    xyz, w = q[:, 3:6], q[:, 6:7]
+    t = 2.0 * np.cross(xyz, c)  # v' = v + w t + xyz x t with t = 2 xyz x v (unit quaternion rotation)
+    return q[:, :3] + c + w * t + np.cross(xyz, t)

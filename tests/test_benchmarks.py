@@ -2,9 +2,11 @@
 
 Runs the benchmark in a subprocess (as a user would) for both registered solvers (semi-implicit and
 XPBD), reads the JSON it writes and checks that every figure is finite and positive, that each
-scene was built at the tiny size with the particle and element counts worked out here by hand,
-and that each solver ran at the time step and settings it states (XPBD: 20 Jacobi iterations for
-cloth and soft, 10 for granular, at 4x the semi-implicit step).
+scene was built at the tiny size with the particle, element, body, joint and shape counts worked out
+here by hand, and that each solver ran at the time step and settings it states (XPBD: 20 Jacobi
+iterations for cloth and soft, 10 for granular, 8 for the rigid scenes; the semi-implicit solver's
+rigid scenes at the 1 ms of their tests). The rigid scenes (a 2x2x1 box pile, a 4-link chain) must
+keep every body above the ground, the pile's boxes at least resting on it.
 """
 
 from __future__ import annotations
@@ -20,19 +22,26 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 
-# tiny sizes: cloth 8x8 cells, granular 6x6x6 particles, soft 4x4x2 cells (5 tets per cell)
+# tiny sizes: cloth 8x8 cells, granular 6x6x6 particles, soft 4x4x2 cells (5 tets per cell); boxes 2x2x1 (one
+# body and one shape each, plus the ground: no joints), chain of 4 links (one body, capsule and revolute joint each)
 EXPECTED = {
-    "cloth": {"size": [8, 8], "particles": 9 * 9, "triangles": 2 * 8 * 8, "tets": 0},
-    "granular": {"size": [6, 6, 6], "particles": 6 * 6 * 6, "triangles": 0, "tets": 0},
-    "soft": {"size": [4, 4, 2], "particles": 5 * 5 * 3, "triangles": 0, "tets": 5 * 4 * 4 * 2},
+    "cloth": {"size": [8, 8], "particles": 9 * 9, "triangles": 2 * 8 * 8, "tets": 0, "bodies": 0, "joints": 0},
+    "granular": {"size": [6, 6, 6], "particles": 6 * 6 * 6, "triangles": 0, "tets": 0, "bodies": 0, "joints": 0},
+    "soft": {"size": [4, 4, 2], "particles": 5 * 5 * 3, "triangles": 0, "tets": 5 * 4 * 4 * 2, "bodies": 0,
+             "joints": 0},
+    "boxes": {"size": [2, 2, 1], "particles": 0, "triangles": 0, "tets": 0, "bodies": 4, "joints": 0, "shapes": 5},
+    "chain": {"size": [4], "particles": 0, "triangles": 0, "tets": 0, "bodies": 4, "joints": 4, "shapes": 5},
 }
+RIGID = ("boxes", "chain")
 
 
 SOLVERS = ["semi_implicit", "xpbd"]
 # the step and solver settings each solver states per scene (bench_scenes.SOLVERS), written out by hand
-DT = {"semi_implicit": 1.0 / 2400.0, "xpbd": 1.0 / 600.0}
+DT = {"semi_implicit": {"*": 1.0 / 2400.0, "boxes": 1.0e-3, "chain": 1.0e-3},
+      "xpbd": {"*": 1.0 / 600.0, "boxes": 1.0 / 1200.0}}
 XPBD_KWARGS = {"cloth": {"iterations": 20, "relaxation": 1.5}, "granular": {"iterations": 10, "relaxation": 1.0},
-               "soft": {"iterations": 20, "relaxation": 1.5}}
+               "soft": {"iterations": 20, "relaxation": 1.5}, "boxes": {"iterations": 8, "relaxation": 1.0},
+               "chain": {"iterations": 8, "relaxation": 1.0}}
 # XPBD constraint kernels launched once per iteration in each scene (no springs in any scene)
 XPBD_PER_ITERATION = {
     "cloth": ["solve_triangle_constraints_kernel", "solve_bending_constraints_kernel"],
@@ -40,7 +49,21 @@ XPBD_PER_ITERATION = {
     "soft": ["solve_tet_constraints_kernel"],
 }
 XPBD_ALWAYS = ["solve_shape_contacts_kernel", "solve_particle_contacts_kernel", "apply_corrections_kernel"]
+# rigid scenes (no particles: no particle kernels): body contacts and corrections every iteration, joints where
+# there are joints; the restitution pass runs its velocity_iterations (4, the default) whatever the restitution
+XPBD_RIGID_PER_ITERATION = {
+    "boxes": ["solve_body_contacts_kernel", "apply_body_corrections_kernel"],
+    "chain": ["solve_body_contacts_kernel", "solve_joints_kernel", "apply_body_corrections_kernel"],
+}
+XPBD_VELOCITY_PASS = ["solve_contact_velocities_kernel", "add_velocity_corrections_kernel"]
+# shape-shape collision: AABBs, plane pairs, sweep keys, running max, sweep, narrow phase
+RIGID_DETECTION = ["shape_aabb_kernel", "plane_pairs_kernel", "sweep_keys_kernel", "shared_running_max_kernel",
+                   "sweep_kernel", "narrow_phase_kernel"]
 CASES = [(scene, solver) for scene in EXPECTED for solver in SOLVERS]
+
+
+def dt_of(solver, scene):
+    return DT[solver].get(scene, DT[solver]["*"])
 
 
 def _row(doc, scene, solver):
@@ -88,7 +111,7 @@ def test_scene_counts(report, scene, solver):
     row = _row(doc, scene, solver)
     exp = EXPECTED[scene]
     assert row["size"] == exp["size"]
-    for key in ("particles", "triangles", "tets"):
+    for key in ("particles", "triangles", "tets", "bodies", "joints") + (("shapes",) if scene in RIGID else ()):
         assert row["counts"][key] == exp[key], (scene, key, row["counts"])
     assert row["counts_match"] is True
 
@@ -98,8 +121,9 @@ def test_scene_figures(report, scene, solver):
     doc, _ = report
     row = _row(doc, scene, solver)
     n = EXPECTED[scene]["particles"]
-    assert math.isclose(row["dt"], DT[solver], rel_tol=1e-12)
-    assert math.isclose(row["settings"]["dt"], DT[solver], rel_tol=1e-12)
+    dt = dt_of(solver, scene)
+    assert math.isclose(row["dt"], dt, rel_tol=1e-12)
+    assert math.isclose(row["settings"]["dt"], dt, rel_tol=1e-12)
     assert row["settings"]["kwargs"] == (XPBD_KWARGS[scene] if solver == "xpbd" else {})
     for key in ("build_s", "first_step_s", "capture_s", "sim_time_s"):
         assert _positive(row[key]), (key, row[key])
@@ -109,14 +133,16 @@ def test_scene_figures(report, scene, solver):
         assert _positive(fig["median"]) and fig["min"] <= fig["median"] <= fig["max"]
         assert len(fig["samples"]) == doc["config"]["repeats"]
         assert math.isclose(fig["particle_steps_per_s"], fig["median"] * n, rel_tol=1e-9)
-        assert math.isclose(fig["sim_s_per_wall_s"], fig["median"] * DT[solver], rel_tol=1e-9)
+        entities = n + EXPECTED[scene]["bodies"]
+        assert math.isclose(fig["entity_steps_per_s"], fig["median"] * entities, rel_tol=1e-9)
+        assert math.isclose(fig["sim_s_per_wall_s"], fig["median"] * dt, rel_tol=1e-9)
     # every scene runs at least: two detection kernels, force reset, two contact kernels, integration
     assert row["launches_per_step"] >= 6
     assert sum(row["launches_by_kernel"].values()) == row["launches_per_step"]
     assert row["graph_ops_per_step"] >= row["launches_per_step"]
     assert row["finite"] is True
     assert row["steps_simulated"] > doc["config"]["steps_per_block"]
-    assert math.isclose(row["sim_time_s"], row["steps_simulated"] * DT[solver], rel_tol=1e-9)
+    assert math.isclose(row["sim_time_s"], row["steps_simulated"] * dt, rel_tol=1e-9)
     assert row["cache"] in ("warm", "cold")
     # stable: nothing sank through the ground or blew up. Free fall from rest reaches < 1.5 m/s within these
     # steps; XPBD resolves the granular block's initial jitter overlaps in one step (overlap / dt): ~3 m/s
@@ -124,7 +150,26 @@ def test_scene_figures(report, scene, solver):
     assert row["final_min_height"] > 0.0
 
 
-@pytest.mark.parametrize("scene", list(EXPECTED))
+@pytest.mark.parametrize("scene,solver", [(s, v) for s in RIGID for v in SOLVERS])
+def test_rigid_scenes_stay_above_the_ground(report, scene, solver):
+    """Positions are the bodies' centres of mass: the boxes (half extent 5 cm, dropped 1 cm) land and rest on
+    the ground with their centres near 5 cm (penalty contact sinks them a millimetre or so, never 1 cm); the
+    chain hangs from 0.8 m above its own length and never comes within 0.5 m of it."""
+    doc, _ = report
+    row = _row(doc, scene, solver)
+    assert row["counts"]["particles"] == 0
+    if scene == "boxes":
+        assert 0.04 < row["final_min_height"] < 0.061, row["final_min_height"]
+        assert row["contacts"]["rigid_contacts"] > 0  # box-ground points, found within the 1 cm margin
+    else:
+        assert row["final_min_height"] > 0.5, row["final_min_height"]
+        # hinged links of a 4-link chain released from horizontal: below sqrt(2 g 0.4 m) = 2.8 m/s at the tip's
+        # centre; a separated joint would let a link fall freely (and the scene would not count as a chain)
+        assert row["final_max_speed"] < 3.0, row["final_max_speed"]
+    assert row["contacts"]["particle_shape"] == 0 and row["contacts"]["particle_pairs"] == 0
+
+
+@pytest.mark.parametrize("scene", list(XPBD_PER_ITERATION))
 def test_xpbd_runs_its_iterations(report, scene):
     """One collide + XPBD step launches every constraint kernel once per iteration (and nothing twice)."""
     doc, _ = report
@@ -140,15 +185,34 @@ def test_xpbd_runs_its_iterations(report, scene):
     assert "integrate_particles_kernel" not in by and "predict_positions_kernel" in by
 
 
+@pytest.mark.parametrize("scene", RIGID)
+def test_rigid_xpbd_runs_its_iterations_and_every_step_detects_shape_contacts(report, scene):
+    """Launches are counted also where they are not recorded on a tape (the broad and narrow phase)."""
+    doc, _ = report
+    row = _row(doc, scene, "xpbd")
+    k = XPBD_KWARGS[scene]["iterations"]
+    by = row["launches_by_kernel"]
+    for name in XPBD_RIGID_PER_ITERATION[scene]:
+        assert by.get(name) == k, (name, by)
+    for name in XPBD_VELOCITY_PASS:
+        assert by.get(name) == 4, (name, by)
+    for name in RIGID_DETECTION:
+        assert by.get(name) == 1, (name, by)
+        assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == 1, name
+    assert not any("particle" in name for name in by), by
+    assert ("solve_joints_kernel" in by) == (scene == "chain")
+
+
 @pytest.mark.parametrize("scene", list(EXPECTED))
 def test_solver_comparison_per_step_and_per_simulated_second(report, scene):
     doc, stdout = report
     (c,) = [c for c in doc["solver_comparisons"] if c["scene"] == scene]
     assert (c["solver"], c["baseline"], c["engine"]) == ("xpbd", "semi_implicit", "inertia")
-    assert math.isclose(c["dt_ratio"], 4.0, rel_tol=1e-12)
+    ratio = dt_of("xpbd", scene) / dt_of("semi_implicit", scene)  # 4 (particle scenes), 5/6 (boxes), 5/3 (chain)
+    assert math.isclose(c["dt_ratio"], ratio, rel_tol=1e-12)
     ours, base = _row(doc, scene, "xpbd"), _row(doc, scene, "semi_implicit")
     for mode in ("python", "graph"):
         steps = ours[mode]["median"] / base[mode]["median"]
         assert math.isclose(c[f"steps_ratio_{mode}"], steps, rel_tol=1e-9)
-        assert math.isclose(c[f"sim_ratio_{mode}"], 4.0 * steps, rel_tol=1e-9)  # 4x the step: 4x the time
+        assert math.isclose(c[f"sim_ratio_{mode}"], ratio * steps, rel_tol=1e-9)  # k x the step: k x the time
     assert f"{scene} inertia xpbd / semi_implicit" in stdout

@@ -27,6 +27,8 @@ needs.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import math
 
 import warp as wp
@@ -84,6 +86,11 @@ class _BodyBuffers:
         return (self.q, self.delta, self.qd_pred, self.qd, self.dqd, self.contact_lambda, self.joint_lambda)
 
 
+_IterationViews = namedtuple("_IterationViews", "x x_next delta spring_lambda spring_lambda_next tri_lambda "
+                             "tri_lambda_next edge_lambda edge_lambda_next tet_lambda tet_lambda_next q q_next "
+                             "body_delta contact_lambda contact_lambda_next joint_lambda joint_lambda_next")
+
+
 class _IterationBuffers:
     """The iterates x_0..x_K, corrections and spring multipliers of one step, and the bodies' (``bodies``)."""
 
@@ -101,6 +108,16 @@ class _IterationBuffers:
             self.edge_lambda = wp.zeros((iterations + 1, max(e, 1)), dtype=float, requires_grad=requires_grad)
         self.bodies = _BodyBuffers(model, iterations, velocity_iterations, rigid_contact_max, requires_grad)
         self.iterations, self.requires_grad = iterations, requires_grad
+        # every iteration's row views, made once: a view costs ~5 us of Python, and a step takes ~30 per iteration
+        rb = self.bodies
+        self.per_iteration = [_IterationViews(
+            self.x[k], self.x[k + 1], self.delta[k], self.spring_lambda[k], self.spring_lambda[k + 1],
+            self.tri_lambda[k], self.tri_lambda[k + 1], self.edge_lambda[k], self.edge_lambda[k + 1],
+            self.tet_lambda[k], self.tet_lambda[k + 1], rb.q[k], rb.q[k + 1], rb.delta[k], rb.contact_lambda[k],
+            rb.contact_lambda[k + 1], rb.joint_lambda[k], rb.joint_lambda[k + 1]) for k in range(iterations)]
+        self.x_first, self.x_last = self.x[0], self.x[iterations]
+        self.q_first, self.q_last, self.qd_first = rb.q[0], rb.q[iterations], rb.qd[0]
+        self.contact_lambda_last = rb.contact_lambda[iterations]
 
     def zero_grad(self) -> None:
         if self.requires_grad:
@@ -262,34 +279,34 @@ class XPBDSolver(SolverBase):
         apply_control_forces(model, control, state_out.particle_f)
         apply_control_wrenches(model, control, state_out.body_f)
         apply_joint_efforts(model, state_in, control, state_out.body_f)
-        predict_positions(model, state_in, state_out.particle_f, dt, it.x[0])
-        predict_bodies(model, state_in, state_out.body_f, dt, rb.q[0], rb.qd_pred)
-        self._check("predict", x=it.x[0], body_q=rb.q[0])
-        count_body_constraints(model, rb.q[0], contacts, self.joint_rows, self.split_exponent, rb.split)
+        predict_positions(model, state_in, state_out.particle_f, dt, it.x_first)
+        predict_bodies(model, state_in, state_out.body_f, dt, it.q_first, rb.qd_pred)
+        self._check("predict", x=it.x_first, body_q=it.q_first)
+        count_body_constraints(model, it.q_first, contacts, self.joint_rows, self.split_exponent, rb.split)
         it.delta.zero_()
         rb.delta.zero_()
-        for k in range(self.iterations):
-            solve_distance_constraints(model, state_in, it.x[k], self.scales["spring"], it.spring_lambda[k],
-                                       it.spring_lambda[k + 1], dt, it.delta[k])
-            solve_triangle_constraints(model, state_in, it.x[k], self.scales["tri"], it.tri_lambda[k],
-                                       it.tri_lambda[k + 1], dt, it.delta[k])
-            solve_bending_constraints(model, state_in, it.x[k], self.scales["edge"], it.edge_lambda[k],
-                                      it.edge_lambda[k + 1], dt, it.delta[k])
-            solve_tet_constraints(model, state_in, it.x[k], self.scales["tet"], it.tet_lambda[k], it.tet_lambda[k + 1],
-                                  dt, it.delta[k])
-            solve_shape_contacts(model, state_in, it.x[k], contacts, it.delta[k], rb.q[k], rb.split, rb.delta[k])
-            solve_particle_contacts(model, state_in, it.x[k], contacts, it.delta[k])
-            solve_body_contacts(model, state_in, rb.q[k], contacts, rb.split, rb.contact_lambda[k],
-                                rb.contact_lambda[k + 1], rb.delta[k])
-            solve_joints(model, state_in, control, rb.q[k], rb.split, rb.joint_lambda[k], rb.joint_lambda[k + 1], dt,
-                         rb.delta[k], self.joint_linear_compliance, self.joint_angular_compliance, self.relaxation,
+        for k, v in enumerate(it.per_iteration):  # iteration k reads iterate k, writes iterate k + 1
+            solve_distance_constraints(model, state_in, v.x, self.scales["spring"], v.spring_lambda,
+                                       v.spring_lambda_next, dt, v.delta)
+            solve_triangle_constraints(model, state_in, v.x, self.scales["tri"], v.tri_lambda, v.tri_lambda_next, dt,
+                                       v.delta)
+            solve_bending_constraints(model, state_in, v.x, self.scales["edge"], v.edge_lambda, v.edge_lambda_next,
+                                      dt, v.delta)
+            solve_tet_constraints(model, state_in, v.x, self.scales["tet"], v.tet_lambda, v.tet_lambda_next, dt,
+                                  v.delta)
+            solve_shape_contacts(model, state_in, v.x, contacts, v.delta, v.q, rb.split, v.body_delta)
+            solve_particle_contacts(model, state_in, v.x, contacts, v.delta)
+            solve_body_contacts(model, state_in, v.q, contacts, rb.split, v.contact_lambda, v.contact_lambda_next,
+                                v.body_delta)
+            solve_joints(model, state_in, control, v.q, rb.split, v.joint_lambda, v.joint_lambda_next, dt,
+                         v.body_delta, self.joint_linear_compliance, self.joint_angular_compliance, self.relaxation,
                          self.zero_dofs)
-            apply_corrections(model, it.x[k], it.delta[k], it.x[k + 1])
-            apply_body_corrections(model, rb.q[k], rb.delta[k], rb.q[k + 1])
-            self._check(f"iteration {k}", x=it.x[k + 1], body_q=rb.q[k + 1])
-        update_velocities(model, state_in, it.x[self.iterations], dt, state_out)
-        update_body_velocities(model, rb.q[0], rb.qd_pred, rb.q[self.iterations], dt, state_out.body_q, rb.qd[0])
-        solve_contact_velocities(model, state_in, state_out.body_q, rb.qd, contacts, rb.contact_lambda[self.iterations],
+            apply_corrections(model, v.x, v.delta, v.x_next)
+            apply_body_corrections(model, v.q, v.body_delta, v.q_next)
+            self._check(f"iteration {k}", x=v.x_next, body_q=v.q_next)
+        update_velocities(model, state_in, it.x_last, dt, state_out)
+        update_body_velocities(model, it.q_first, rb.qd_pred, it.q_last, dt, state_out.body_q, it.qd_first)
+        solve_contact_velocities(model, state_in, state_out.body_q, rb.qd, contacts, it.contact_lambda_last,
                                  rb.contact_split, rb.dqd, self.restitution_threshold, self.split_exponent, dt,
                                  state_out.body_qd)
         self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd,

@@ -55,6 +55,7 @@ wp.set_module_options({"enable_backward": False})
 # sort key of shapes that are not swept (planes, shapes that do not collide with shapes): after every world
 NOT_SWEPT = wp.constant(wp.int64(1 << 62))
 SEGMENT_BITS = wp.constant(wp.int64(32))
+RANK_SORT_MAX = 128  # up to this many shapes the sweep's sort is a counting kernel, beyond it a radix sort
 LOW_MASK = wp.constant(wp.int64(0xFFFFFFFF))
 
 
@@ -223,6 +224,24 @@ def sweep_keys_kernel(
     segment = wp.int64(shape_world[s] + 1) << SEGMENT_BITS  # world -1 first, then 0, 1, ...
     keys[s] = segment + ordered_bits(aabb_lower[s][axis])
     upper_keys[s] = segment + ordered_bits(aabb_upper[s][axis])
+
+
+@wp.kernel
+def rank_sort_kernel(keys: wp.array(dtype=wp.int64), values: wp.array(dtype=wp.int32), n: int):
+    """Sort keys[:n] (with their values) into keys[n:2n] by counting, for each, the keys before it.
+
+    O(n^2) work in one launch: for the few shapes of a small scene it beats a radix sort, whose fixed
+    cost (~125 us on a CPU) dominated their collide (benchmarks/README.md).
+    """
+    i = wp.tid()
+    key = keys[i]
+    rank = int(0)
+    for j in range(n):
+        other = keys[j]
+        if other < key or (other == key and j < i):
+            rank += 1
+    keys[n + rank] = key
+    values[n + rank] = values[i]
 
 
 @wp.func
@@ -449,7 +468,12 @@ def detect_shape_pairs(model, state, contacts) -> None:
               inputs=[model.shape_type, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper,
                       bp.centre_moments],
               outputs=[bp.sweep_axis, bp.keys, bp.values, bp.upper_keys])
-    wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
+    if n <= RANK_SORT_MAX:
+        wp.launch(rank_sort_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.keys, bp.values, n])
+        wp.copy(bp.keys, bp.keys, dest_offset=0, src_offset=n, count=n)
+        wp.copy(bp.values, bp.values, dest_offset=0, src_offset=n, count=n)
+    else:
+        wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
     wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False,
               inputs=[bp.keys, bp.values, bp.aabb_upper, bp.sweep_axis, n], outputs=[bp.running_upper])
     wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,

@@ -216,3 +216,20 @@ def test_solver_comparison_per_step_and_per_simulated_second(report, scene):
         assert math.isclose(c[f"steps_ratio_{mode}"], steps, rel_tol=1e-9)
         assert math.isclose(c[f"sim_ratio_{mode}"], ratio * steps, rel_tol=1e-9)  # k x the step: k x the time
     assert f"{scene} inertia xpbd / semi_implicit" in stdout
+
+
+def test_chart_plots_throughput_against_size(tmp_path):
+    out = tmp_path / "chart.png"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "chart.py"), "--scenes", "cloth,chain", "--sizes",
+         "cloth=4x4/6x6,chain=2/4", "--no-newton", "--repeats", "1", "--steps", "2", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(tmp_path / "chart.json") as f:
+        rows = json.load(f)["rows"]
+    cloth = sorted(r["entities"] for r in rows if r["scene"] == "cloth")
+    chain = sorted(r["entities"] for r in rows if r["scene"] == "chain")
+    assert cloth == [25, 49] and chain == [2, 4]
+    assert all(_positive(r["entity_steps_per_s"]) for r in rows)
+    assert out.stat().st_size > 1000  # a PNG with the lines in it

@@ -14,19 +14,21 @@ from .builder_checks import finite as _finite
 from .builder_checks import vec3 as _vec3
 from .builder_grids import GridBuilderMixin
 from .builder_shapes import ShapeBuilderMixin
+from .builder_worlds import WorldBuilderMixin
 from .geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
 from .types import PARTICLE_FLAG_ACTIVE, axis_index
 from .urdf import SceneImportMixin
 
 
-class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneImportMixin):
+class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneImportMixin, WorldBuilderMixin):
     """Builds a :class:`inertia.Model` from particles, elements, rigid bodies, joints and shapes.
 
     Particles and elements are added here; grids in ``builder_grids``, shapes in
     ``builder_shapes``, bodies and joints in ``builder_bodies`` (their docstrings
     give the conventions: frames, units, joint coordinates); whole robots and
     scenes from URDF (``add_urdf``, ``inertia.urdf``) and USD physics
-    (``add_usd``, ``inertia.usd_physics``).
+    (``add_usd``, ``inertia.usd_physics``); many worlds from copies of a
+    builder (``add_builder``, ``replicate``; ``inertia.builder_worlds``).
 
     Args:
         up_axis: "x", "y" or "z" (default "z").
@@ -64,8 +66,7 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         self.contact_smoothing = 0.0
         self.rigid_contact_margin = 0.01  # shape-shape contacts are kept this far apart [m] (detection margin)
 
-        self.current_world = 0
-        self.num_worlds = 1
+        self._init_worlds()
 
         self.particle_q, self.particle_qd, self.particle_mass = [], [], []
         self.particle_radius, self.particle_flags, self.particle_world = [], [], []
@@ -104,7 +105,8 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         self.particle_mass.append(mass)
         self.particle_radius.append(radius)
         self.particle_flags.append(int(flags))
-        self.particle_world.append(self.current_world)
+        self.particle_world.append(self._current_world)
+        self._use_world(self._current_world)
         return len(self.particle_q) - 1
 
     def _check_particles(self, indices, what: str) -> tuple:
@@ -119,6 +121,10 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
             out.append(i)
         if len(set(out)) != len(out):
             raise ValueError(f"{what}: repeated particle index in {out}")
+        worlds = {self.particle_world[i] for i in out}
+        if len(worlds) > 1:
+            raise ValueError(f"{what}: particles {out} belong to different worlds {sorted(worlds)}; "
+                             "an element must stay inside one world")
         return tuple(out)
 
     # ------------------------------------------------------------------ elements

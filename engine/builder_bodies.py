@@ -66,7 +66,7 @@ class BodyBuilderMixin:
         self.joint_X_p, self.joint_X_c, self.joint_axis, self.joint_label = [], [], [], []
         self.joint_limit_lower, self.joint_limit_upper, self.joint_limit_ke, self.joint_limit_kd = [], [], [], []
         self.joint_target_ke, self.joint_target_kd = [], []
-        self.joint_collide_parent = []
+        self.joint_collide_parent, self.joint_world = [], []
 
     @property
     def body_count(self) -> int:
@@ -108,7 +108,8 @@ class BodyBuilderMixin:
         self.body_inertia.append(inertia)
         self.body_com.append(com)
         self.body_kinematic.append(bool(kinematic))
-        self.body_world.append(self.current_world)
+        self.body_world.append(self._current_world)
+        self._use_world(self._current_world)
         self.body_label.append(label or f"body_{len(self.body_q) - 1}")
         return len(self.body_q) - 1
 
@@ -166,6 +167,7 @@ class BodyBuilderMixin:
         self.joint_target_ke += [tke] * ndof
         self.joint_target_kd += [tkd] * ndof
         self.joint_collide_parent.append(bool(collide_parent))
+        self.joint_world.append(self.body_world[child])
         self.joint_label.append(label or f"joint_{len(self.joint_type) - 1}")
         return len(self.joint_type) - 1
 
@@ -207,16 +209,35 @@ class BodyBuilderMixin:
 
     # ------------------------------------------------------------------ finalize helpers
     def _body_mass_properties(self):
-        """Per body (mass, com (3,), inertia (3, 3), inv_mass, inv_inertia), float64, checked."""
+        """Per body (mass, com (3,), inertia (3, 3), inv_mass, inv_inertia), float64, checked.
+
+        Bodies with the same inputs (replicated copies share their shapes' transforms, scales and
+        meshes) are computed once: the key is what the result depends on, by value or by identity
+        of the very objects (alive in the builder's lists for the whole call).
+        """
+        shapes = [[] for _ in range(self.body_count)]
+        for s, b in enumerate(self.shape_body):
+            if b >= 0 and self.shape_density[s] > 0.0:
+                shapes[b].append(s)
+        memo, out = {}, []
+        for b in range(self.body_count):
+            mass, inertia, com = self.body_mass[b], self.body_inertia[b], self.body_com[b]
+            key = (mass, None if inertia is None else inertia.tobytes(), com, self.body_kinematic[b],
+                   tuple((self.shape_type[s], self.shape_density[s], self.shape_scale[s],
+                          id(self.shape_transform[s]), id(self.shape_mesh[s])) for s in shapes[b]))
+            props = memo.get(key)
+            if props is None:
+                props = memo[key] = self._one_body_mass_properties(b, shapes[b])
+            out.append(props)
+        return out
+
+    def _one_body_mass_properties(self, b: int, shapes: list):
         from . import mass_properties as mp
         from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_SPHERE
 
-        parts = [[] for _ in range(self.body_count)]
-        for s, b in enumerate(self.shape_body):
-            if b < 0 or self.shape_density[s] <= 0.0:
-                continue
-            if self.body_mass[b] is not None and self.body_inertia[b] is not None and self.body_com[b] is not None:
-                continue  # mass, inertia and com given: the shapes' density plays no part
+        parts = []
+        explicit = self.body_mass[b] is not None and self.body_inertia[b] is not None and self.body_com[b] is not None
+        for s in [] if explicit else shapes:  # mass, inertia and com given: the shapes' density plays no part
             rho, sc, t = self.shape_density[s], self.shape_scale[s], self.shape_type[s]
             if t == GEO_SPHERE:
                 props = mp.sphere(rho, sc[0])
@@ -237,37 +258,33 @@ class BodyBuilderMixin:
                 continue
             xf = self.shape_transform[s]
             r = np.array(wp.quat_to_matrix(xf.q), dtype=np.float64).reshape(3, 3)
-            parts[b].append(props + (r, np.array(xf.p, dtype=np.float64)))
-        out = []
-        for b in range(self.body_count):
-            m_s, com_s, i_s = mp.combine(parts[b])
-            mass, inertia, com = self.body_mass[b], self.body_inertia[b], self.body_com[b]
-            label = f"body {b} ('{self.body_label[b]}')"
-            if inertia is None and com is not None and m_s > 0.0:
-                # the shapes' inertia is about their own centre of mass: move it to the given one
-                d = np.asarray(com, dtype=np.float64) - com_s
-                i_s = i_s + m_s * (d @ d * np.eye(3) - np.outer(d, d))
-            if mass is None:
-                mass = m_s
-                inertia = i_s if inertia is None else inertia
-            elif inertia is None:
-                inertia = i_s * (mass / m_s) if m_s > 0.0 else None
-            com = np.array(com if com is not None else com_s, dtype=np.float64)
-            if self.body_kinematic[b]:
-                out.append((mass, com, np.zeros((3, 3)) if inertia is None else inertia, 0.0, np.zeros((3, 3))))
-                continue
-            if not mass > 0.0:
-                raise ValueError(
-                    f"{label} is dynamic but has no mass: give add_body(mass=..., inertia=...), attach a shape "
-                    "with density > 0, or make it kinematic=True"
-                )
-            if inertia is None:
-                raise ValueError(f"{label} has a mass but no inertia: give add_body(inertia=...) or attach a shape")
-            eig = np.linalg.eigvalsh(inertia)
-            if not eig.min() > 1e-12 * max(eig.max(), 1e-30):
-                raise ValueError(f"{label}: inertia must be positive definite, eigenvalues {eig}")
-            out.append((mass, com, inertia, 1.0 / mass, np.linalg.inv(inertia)))
-        return out
+            parts.append(props + (r, np.array(xf.p, dtype=np.float64)))
+        m_s, com_s, i_s = mp.combine(parts)
+        mass, inertia, com = self.body_mass[b], self.body_inertia[b], self.body_com[b]
+        label = f"body {b} ('{self.body_label[b]}')"
+        if inertia is None and com is not None and m_s > 0.0:
+            # the shapes' inertia is about their own centre of mass: move it to the given one
+            d = np.asarray(com, dtype=np.float64) - com_s
+            i_s = i_s + m_s * (d @ d * np.eye(3) - np.outer(d, d))
+        if mass is None:
+            mass = m_s
+            inertia = i_s if inertia is None else inertia
+        elif inertia is None:
+            inertia = i_s * (mass / m_s) if m_s > 0.0 else None
+        com = np.array(com if com is not None else com_s, dtype=np.float64)
+        if self.body_kinematic[b]:
+            return (mass, com, np.zeros((3, 3)) if inertia is None else inertia, 0.0, np.zeros((3, 3)))
+        if not mass > 0.0:
+            raise ValueError(
+                f"{label} is dynamic but has no mass: give add_body(mass=..., inertia=...), attach a shape "
+                "with density > 0, or make it kinematic=True"
+            )
+        if inertia is None:
+            raise ValueError(f"{label} has a mass but no inertia: give add_body(inertia=...) or attach a shape")
+        eig = np.linalg.eigvalsh(inertia)
+        if not eig.min() > 1e-12 * max(eig.max(), 1e-30):
+            raise ValueError(f"{label}: inertia must be positive definite, eigenvalues {eig}")
+        return (mass, com, inertia, 1.0 / mass, np.linalg.inv(inertia))
 
     def _joint_tree_order(self):
         """Joint indices ordered parent before child, grouped per tree, and each tree's start offset."""
@@ -288,9 +305,8 @@ class BodyBuilderMixin:
         return np.array(order, dtype=np.int32), np.array(starts, dtype=np.int32)
 
     def _joint_coord_starts(self):
-        q, qd = [0], [0]
-        for t in self.joint_type:
-            nq, nqd = JOINT_COORDS[t]
-            q.append(q[-1] + nq)
-            qd.append(qd[-1] + nqd)
-        return np.array(q, dtype=np.int32), np.array(qd, dtype=np.int32)
+        table = np.array([JOINT_COORDS[t] for t in range(len(JOINT_COORDS))], dtype=np.int64)
+        counts = table[np.asarray(self.joint_type, dtype=np.int64)].reshape(-1, 2)
+        q, qd = np.zeros(len(counts) + 1, np.int32), np.zeros(len(counts) + 1, np.int32)
+        q[1:], qd[1:] = np.cumsum(counts[:, 0]), np.cumsum(counts[:, 1])
+        return q, qd

@@ -15,6 +15,7 @@ import warp as wp
 
 from .contacts import Contacts
 from .model_rigid import add_rigid_arrays
+from .worlds import add_world_arrays
 from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
 from .state import Control, State
 from .tape_guard import recording_tape as _recording_tape
@@ -29,17 +30,19 @@ def _finite_nonnegative(x, what: str) -> float:
 
 def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
     """Per-particle sorted lists of particles that share an element (they never collide)."""
-    neighbours = [set() for _ in range(n)]
+    keys = [np.zeros(0, dtype=np.int64)]
     for group in groups:
-        for elem in group:
-            for a in elem:
-                for b in elem:
-                    if a != b:
-                        neighbours[a].add(b)
+        if not len(group):
+            continue
+        e = np.asarray(group, dtype=np.int64).reshape(len(group), -1)
+        k = e.shape[1]
+        keys += [e[:, a] * n + e[:, b] for a in range(k) for b in range(k) if a != b]
+    keys = np.unique(np.concatenate(keys))  # sorted: by particle, then by neighbour
+    n1 = max(n, 1)
+    keys = keys[keys // n1 != keys % n1]
     offsets = np.zeros(n + 1, dtype=np.int32)
-    offsets[1:] = np.cumsum([len(s) for s in neighbours])
-    flat = np.array([b for s in neighbours for b in sorted(s)], dtype=np.int32)
-    return offsets, flat
+    offsets[1:] = np.cumsum(np.bincount(keys // n1, minlength=n))
+    return offsets, (keys % n1).astype(np.int32)
 
 
 _CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
@@ -133,7 +136,20 @@ class Model:
     parent-before-child, per tree) with ``articulation_start``; ``joint_attach_ke`` /
     ``joint_attach_kd`` (SemiImplicitSolver joint springs).
 
-    Scalars: ``gravity`` (``wp.array`` of one vec3 [m/s^2], differentiable),
+    Worlds (``inertia.worlds`` says more): ``num_worlds``; per entity ``particle_world``, ``body_world``,
+    ``shape_world`` (-1: a static shape shared by every world), ``joint_world``, ``spring_world``,
+    ``tri_world``, ``edge_world``, ``tet_world``, and per entry of ``joint_q`` / ``joint_qd``
+    ``joint_coord_world`` / ``joint_dof_world``. Worlds never interact. ``replicate`` lays entities
+    out world by world; :meth:`world_counts` gives the per-world sizes of such a layout, so a
+    world's slice of any per-entity array (masses, inertias, ``shape_material_mu``, stiffnesses: the
+    per-world parameters of domain randomization) is ``[w * count:(w + 1) * count]``.
+    :meth:`reset_worlds` puts chosen worlds of a state back to the initial state.
+
+    Per world: ``gravity`` (``wp.array`` of ``num_worlds`` vec3 [m/s^2], differentiable; the builder's
+    value in every world; set world w's with e.g. ``g = model.gravity.numpy(); g[w] = ...;
+    model.gravity.assign(g)``).
+
+    Scalars:
     ``particle_ke``, ``particle_kd``, ``particle_mu`` (particle-particle contact),
     ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m],
     ``contact_smoothing`` [m] (0: plain penalty contact; see ``inertia.solvers.forces.contact``),
@@ -217,15 +233,21 @@ class Model:
         m.shape_label = list(b.shape_label)
         m.shape_meshes = []  # keeps the wp.Mesh objects alive as long as the model
         ptrs = np.zeros(m.shape_count, dtype=np.uint64)
+        built = {}  # copies of a builder (replicate) share their mesh data: one wp.Mesh each
         for s, mesh in enumerate(b.shape_mesh):
             if mesh is not None:
-                wm = wp.Mesh(points=wp.array(mesh[0].astype(np.float32), dtype=wp.vec3, device=m.device),
-                             indices=wp.array(mesh[1], dtype=wp.int32, device=m.device))
+                wm = built.get(id(mesh))
+                if wm is None:
+                    wm = built[id(mesh)] = wp.Mesh(
+                        points=wp.array(mesh[0].astype(np.float32), dtype=wp.vec3, device=m.device),
+                        indices=wp.array(mesh[1], dtype=wp.int32, device=m.device))
                 m.shape_meshes.append(wm)
                 ptrs[s] = wm.id
         m.shape_source_ptr = wp.array(ptrs, dtype=wp.uint64, device=m.device)
 
-        m.gravity = wp.array([wp.vec3(*b.gravity)], dtype=wp.vec3, device=m.device, requires_grad=g)
+        # one gravity per world (the builder's for all of them); the integrators read gravity[world]
+        m.gravity = wp.array(np.tile(np.asarray(b.gravity, dtype=np.float32), (m.num_worlds, 1)), dtype=wp.vec3,
+                             device=m.device, requires_grad=g)
         m.particle_ke = float(b.particle_ke)
         m.particle_kd = float(b.particle_kd)
         m.particle_mu = float(b.particle_mu)
@@ -244,7 +266,27 @@ class Model:
         m.particle_exclusions = wp.array(flat if len(flat) else np.zeros(1, np.int32), dtype=wp.int32,
                                          device=m.device)
         add_rigid_arrays(m, b)
+        add_world_arrays(m, b)
         return m
+
+    # ------------------------------------------------------------------ worlds
+    def world_counts(self) -> dict | None:
+        """Entities per world when the layout is uniform, else None.
+
+        Returns ``{"particles", "bodies", "joints", "joint_coords", "joint_dofs"}`` (counts per world)
+        when every world holds the same number of each and they are sorted by world (world-contiguous:
+        world ``w``'s bodies are ``w * bodies .. (w + 1) * bodies - 1``, and so on), as
+        ``ModelBuilder.replicate`` lays them out; a one-world model always qualifies. None otherwise
+        (worlds of different sizes, or entities interleaved across worlds).
+        """
+        return None if self._world_counts is None else dict(self._world_counts)
+
+    def reset_worlds(self, state: State, mask) -> None:
+        """Reset the worlds of ``state`` where ``mask`` is set to the model's initial state; see
+        :func:`inertia.worlds.reset_worlds` (a device-array mask makes it capturable)."""
+        from .worlds import reset_worlds
+
+        reset_worlds(self, state, mask)
 
     # ------------------------------------------------------------------ factories
     @property

@@ -29,15 +29,26 @@ def _bounding_radius(geo_type: int, scale, mesh) -> float:
 
 def _body_exclusions(b) -> tuple[np.ndarray, np.ndarray]:
     """Per-body sorted CSR lists of bodies it never collides with (a joint's parent and child by default)."""
-    pairs = [set() for _ in range(b.body_count)]
-    for p, c, collide in zip(b.joint_parent, b.joint_child, b.joint_collide_parent):
-        if p >= 0 and not collide:
-            pairs[p].add(c)
-            pairs[c].add(p)
+    parent = np.asarray(b.joint_parent, dtype=np.int64)
+    child = np.asarray(b.joint_child, dtype=np.int64)
+    keep = (parent >= 0) & ~np.asarray(b.joint_collide_parent, dtype=bool).reshape(-1)
+    n = max(b.body_count, 1)
+    pairs = np.unique(np.concatenate([parent[keep] * n + child[keep], child[keep] * n + parent[keep]]))
     offsets = np.zeros(b.body_count + 1, dtype=np.int32)
-    offsets[1:] = np.cumsum([len(s) for s in pairs])
-    flat = np.array([o for s in pairs for o in sorted(s)], dtype=np.int32)
+    offsets[1:] = np.cumsum(np.bincount(pairs // n, minlength=b.body_count))
+    flat = (pairs % n).astype(np.int32)
     return offsets, flat if len(flat) else np.zeros(1, np.int32)
+
+
+def _bounding_radii(b) -> np.ndarray:
+    memo, out = {}, []
+    for t, s, mesh in zip(b.shape_type, b.shape_scale, b.shape_mesh):
+        key = (t, s, id(mesh))
+        r = memo.get(key)
+        if r is None:
+            r = memo[key] = _bounding_radius(t, s, mesh)
+        out.append(r)
+    return np.array(out, dtype=np.float32)
 
 
 def add_rigid_arrays(m, b) -> None:
@@ -73,6 +84,7 @@ def add_rigid_arrays(m, b) -> None:
     m.joint_type = ints(b.joint_type)
     m.joint_parent = ints(b.joint_parent)
     m.joint_child = ints(b.joint_child)
+    m.joint_world = ints(b.joint_world)
     m.joint_X_p = wp.array(b.joint_X_p, dtype=wp.transform, device=dev)
     m.joint_X_c = wp.array(b.joint_X_c, dtype=wp.transform, device=dev)
     m.joint_axis = arr(np.asarray(b.joint_axis, dtype=np.float32).reshape(nj, 3), wp.vec3)
@@ -96,6 +108,5 @@ def add_rigid_arrays(m, b) -> None:
     m.shape_collision_group = ints(b.shape_collision_group)
     m.shape_collision_mask = ints(b.shape_collision_mask)
     m.shape_flags = ints(b.shape_flags)
-    m.shape_radius = arr(np.array([_bounding_radius(t, s, mesh) for t, s, mesh in
-                                   zip(b.shape_type, b.shape_scale, b.shape_mesh)], dtype=np.float32), wp.float32)
+    m.shape_radius = arr(_bounding_radii(b), wp.float32)
     m.rigid_contact_margin = float(b.rigid_contact_margin)

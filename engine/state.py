@@ -31,6 +31,8 @@ class State:
 
     Create states with :meth:`inertia.Model.state`; never share one State between
     two places of a recorded rollout (the tape needs every intermediate state).
+    In a many-world model, :meth:`inertia.Model.reset_worlds` puts chosen worlds of a
+    state back to the initial state and leaves the others untouched.
     """
 
     def __init__(self):

@@ -23,6 +23,9 @@ inside the kernel (state stays float32): in float32 the round trip
 L -> w -> L rounds the same way every step and drifts L linearly (1e-3 over
 4,000 steps of a spinning box; 5e-6 in float64, tests/test_rigid_bodies.py).
 Kinematic bodies (inverse mass 0) keep their velocity.
+
+Gravity is per world: an entity reads ``model.gravity[world]`` (its
+``particle_world`` / ``body_world``; an index below 0 reads world 0's).
 """
 
 import warp as wp
@@ -37,6 +40,12 @@ def velocity_after(v0: wp.vec3, f: wp.vec3, w: float, gravity: wp.vec3, damping:
     return v0 + dt * (f * w + dynamic * (gravity - damping * v0))
 
 
+@wp.func
+def world_gravity(gravity: wp.array(dtype=wp.vec3), world: int):
+    """Gravity of ``world`` (world 0's for an entity outside every world)."""
+    return gravity[wp.max(world, 0)]
+
+
 @wp.kernel
 def integrate_particles_kernel(
     x: wp.array(dtype=wp.vec3),
@@ -44,6 +53,7 @@ def integrate_particles_kernel(
     f: wp.array(dtype=wp.vec3),
     inv_mass: wp.array(dtype=float),
     flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
     damping: float,
     dt: float,
@@ -57,7 +67,7 @@ def integrate_particles_kernel(
         x_out[tid] = x0
         v_out[tid] = v0
         return
-    v1 = velocity_after(v0, f[tid], inv_mass[tid], gravity[0], damping, dt)
+    v1 = velocity_after(v0, f[tid], inv_mass[tid], world_gravity(gravity, particle_world[tid]), damping, dt)
     x_out[tid] = x0 + dt * v1
     v_out[tid] = v1
 
@@ -71,7 +81,7 @@ def integrate_particles(model, state_in, particle_f, dt: float, state_out) -> No
         dim=model.particle_count,
         inputs=[
             state_in.particle_q, state_in.particle_qd, particle_f, model.particle_inv_mass, model.particle_flags,
-            model.gravity, model.particle_damping, dt,
+            model.particle_world, model.gravity, model.particle_damping, dt,
         ],
         outputs=[state_out.particle_q, state_out.particle_qd],
         device=model.device,
@@ -108,6 +118,7 @@ def integrate_bodies_kernel(
     body_com: wp.array(dtype=wp.vec3),
     inv_mass: wp.array(dtype=float),
     inertia: wp.array(dtype=wp.mat33),
+    body_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
     dt: float,
     q_out: wp.array(dtype=wp.transform),
@@ -123,7 +134,7 @@ def integrate_bodies_kernel(
     q = wp.transform_get_rotation(pose)
     if m_inv > 0.0:
         f = body_f[b]
-        v = v + dt * (wp.spatial_top(f) * m_inv + gravity[0])
+        v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
         # the rotation in float64: float32 rounding of L -> w -> L each step is biased and drifts L linearly
         qd64 = wp.normalize(wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])))
         i64 = wp.mat33d(inertia[b])
@@ -149,7 +160,7 @@ def integrate_bodies(model, state_in, body_f, dt: float, state_out) -> None:
         integrate_bodies_kernel,
         dim=model.body_count,
         inputs=[state_in.body_q, state_in.body_qd, body_f, model.body_com, model.body_inv_mass, model.body_inertia,
-                model.gravity, dt],
+                model.body_world, model.gravity, dt],
         outputs=[state_out.body_q, state_out.body_qd],
         device=model.device,
     )

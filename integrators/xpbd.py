@@ -4,7 +4,8 @@
     update:    v' = (x' - x) / dt               (x' = x* after the constraint iterations)
 
 Kinematic particles (inverse mass 0) keep their own velocity and ignore forces
-and gravity; inactive particles are copied unchanged. Rigid bodies: see the
+and gravity (per world, ``gravity[world]``, as in ``euler.py``); inactive
+particles are copied unchanged. Rigid bodies: see the
 section below (prediction = the symplectic-Euler body step; kinematic bodies
 keep their velocity).
 """
@@ -12,7 +13,7 @@ keep their velocity).
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
-from .euler import integrate_bodies_kernel, to_d, velocity_after, world_inertia_times_d
+from .euler import integrate_bodies_kernel, to_d, velocity_after, world_gravity, world_inertia_times_d
 
 
 @wp.kernel
@@ -22,6 +23,7 @@ def predict_positions_kernel(
     f: wp.array(dtype=wp.vec3),
     inv_mass: wp.array(dtype=float),
     flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
     damping: float,
     dt: float,
@@ -33,7 +35,8 @@ def predict_positions_kernel(
         x_pred[tid] = x0
         return
     # the same velocity as symplectic Euler's, so both solvers mean the same by forces, gravity, damping
-    x_pred[tid] = x0 + dt * velocity_after(v[tid], f[tid], inv_mass[tid], gravity[0], damping, dt)
+    g = world_gravity(gravity, particle_world[tid])  # per world
+    x_pred[tid] = x0 + dt * velocity_after(v[tid], f[tid], inv_mass[tid], g, damping, dt)
 
 
 @wp.kernel
@@ -64,7 +67,7 @@ def predict_positions(model, state_in, external_f, dt: float, x_pred) -> None:
         predict_positions_kernel,
         dim=model.particle_count,
         inputs=[state_in.particle_q, state_in.particle_qd, external_f, model.particle_inv_mass, model.particle_flags,
-                model.gravity, model.particle_damping, dt],
+                model.particle_world, model.gravity, model.particle_damping, dt],
         outputs=[x_pred],
         device=model.device,
     )
@@ -148,7 +151,7 @@ def predict_bodies(model, state_in, body_f, dt: float, pose_pred, qd_pred) -> No
         integrate_bodies_kernel,
         dim=model.body_count,
         inputs=[state_in.body_q, state_in.body_qd, body_f, model.body_com, model.body_inv_mass, model.body_inertia,
-                model.gravity, dt],
+                model.body_world, model.gravity, dt],
         outputs=[pose_pred, qd_pred],
         device=model.device,
     )

@@ -121,6 +121,11 @@ class Rollout:
             ``wp.ScopedCapture`` (the same kernels on the same buffers, so the
             same results bitwise; much less Python launch overhead). Default:
             on, unless ``check_finite`` or ``record_grad_norms`` is set.
+        batched: for a model whose worlds are uniform and world-contiguous, give every
+            state, control and output a leading ``num_worlds`` dimension (``body_q0``
+            ``(W, B, 7)``, ``body_f`` ``(T, W, B, 6)``, outputs ``(T + 1, W, N, 3)``; N, B
+            per world) and accept per-entity parameters as ``(W, per_world, ...)`` too
+            (:mod:`inertia.rollout_worlds`). ``ValueError`` if the worlds are not uniform.
 
     Inputs are never written: states, controls and parameter values are
     copied into the rollout's own buffers (parameter values are written into
@@ -138,7 +143,7 @@ class Rollout:
                  output: str = "trajectory", check_finite: bool = False, record_grad_norms: bool = False,
                  soft_contact_max: int | None = None, particle_pair_max: int | None = None,
                  capture: bool | None = None, rigid_pair_max: int | None = None,
-                 rigid_contact_max: int | None = None):
+                 rigid_contact_max: int | None = None, batched: bool = False):
         if solver.model is not model:
             raise ValueError("the solver was built for another model")
         if model.particle_count == 0 and model.body_count == 0:
@@ -153,6 +158,11 @@ class Rollout:
             raise ValueError(f"output must be 'trajectory' or 'final', got {output!r}")
         self.model, self.solver = model, solver
         self.layout = Layout(model)
+        self.world_views = None
+        if batched:
+            from .rollout_worlds import WorldViews
+
+            self.world_views = WorldViews(model)
         self.frames, self.substeps = int(frames), int(substeps)
         self.frame_dt = float(frame_dt)
         self.dt = self.frame_dt / self.substeps
@@ -232,7 +242,8 @@ class Rollout:
             with bodies a :class:`inertia.torch_bridge.RolloutResult` with
             ``particle_q``, ``particle_qd`` (None without particles), ``body_q``
             ``(T + 1, B, 7)`` and ``body_qd`` ``(T + 1, B, 6)``. Float32, on the
-            model's device.
+            model's device. With ``batched=True`` every entity dimension above (N, B, D)
+            is ``(num_worlds, per_world)`` instead, in inputs and outputs alike.
         """
         from .torch_bridge import run_rollout
 

@@ -19,6 +19,10 @@ inputs that require it. What the bridge guarantees:
   another device, NaN/inf, negative masses, inputs for bodies or particles the
   model does not have, an inertia that is not symmetric positive definite.
 
+With ``Rollout(..., batched=True)`` every state, control and output has a
+leading ``num_worlds`` dimension; :mod:`inertia.rollout_worlds` reshapes
+them to and from the flat layout here (views, so gradients pass unchanged).
+
 The autograd function itself sees packed rows (:mod:`inertia.rollout_layout`):
 one flat initial state, one flat control row per frame; packing and unpacking
 are torch operations, so gradients reach each named input and output.
@@ -38,7 +42,7 @@ RolloutResult.__doc__ = """States of a rollout of a model with bodies: each ``(T
 
 ``particle_q`` / ``particle_qd`` are None for a model without particles; ``body_q`` is
 ``(..., B, 7)`` (position, quaternion (x, y, z, w)), ``body_qd`` ``(..., B, 6)`` (v of the com,
-omega; world)."""
+omega; world). With ``Rollout(..., batched=True)`` each count is ``num_worlds, per_world``."""
 
 # the argument names users pass for each state array
 _STATE_ARGS = {"particle_q": "q0", "particle_qd": "qd0", "body_q": "body_q0", "body_qd": "body_qd0"}
@@ -134,6 +138,7 @@ def run_rollout(rollout, states: dict, controls: dict, params):
     model, layout = rollout.model, rollout.layout
     dev = model.torch_device
     T = rollout.frames
+    views = rollout.world_views  # batched=True: leading world dimensions, reshaped to the flat layout here
     for name, t in states.items():
         if t is not None and name not in layout.state_names:
             raise ValueError(f"{_STATE_ARGS[name]} was given but the model has no "
@@ -142,6 +147,8 @@ def run_rollout(rollout, states: dict, controls: dict, params):
         if t is not None and name not in layout.control_names:
             raise ValueError(f"{name} was given but the model has no "
                              f"{'joints' if name.startswith('joint') else name.split('_')[0] + 's'}")
+    if views is not None:
+        states, controls = views.flatten_inputs(layout, T, states, controls, dev)
     x = {}
     for f in layout.state:
         t = states.get(f.name)
@@ -179,7 +186,8 @@ def run_rollout(rollout, states: dict, controls: dict, params):
                     _param_shape(model, warp_name)))
             continue
         shape = _param_shape(model, PARAM_ALIASES.get(name, (name,))[0])
-        value = _as_input(f"params[{name!r}]", params[name], shape, dev)
+        value = params[name] if views is None else views.flatten_param(name, params[name], shape, dev)
+        value = _as_input(f"params[{name!r}]", value, shape, dev)
         for warp_name, v in _param_values(model, name, value):
             names.append(warp_name)
             values.append(v)
@@ -187,6 +195,8 @@ def run_rollout(rollout, states: dict, controls: dict, params):
     parts = Layout.unpack(layout.state, traj)
     if rollout.output == "final":
         parts = {k: v[0] for k, v in parts.items()}
+    if views is not None:
+        parts = views.unflatten_outputs(layout, parts)
     if model.body_count == 0:
         return parts["particle_q"], parts["particle_qd"]
     return RolloutResult(parts.get("particle_q"), parts.get("particle_qd"), parts["body_q"], parts["body_qd"])

@@ -1,0 +1,232 @@
+"""Many worlds across several processes: system identification with ``torch.distributed`` (gloo, CPU).
+
+Every world holds a box kicked across the ground and, beside it, a bar on a
+hinge, released level, that a PD drive (a torsional spring) pulls towards a
+target angle against gravity. The worlds differ in the box's kick and mass
+and the drive's target (domain randomization, drawn per world from its
+global index). Two parameters are shared by all worlds and unknown: the
+boxes' friction coefficient (a contact uses the mean of the box's and the
+ground's, 0.5) and the drive stiffness. An "observed" trajectory of every world
+is simulated with the true values; starting from wrong guesses, Adam fits
+both so that the simulated body positions match the observed ones (mean
+squared distance over all frames and worlds).
+
+The ``--worlds`` worlds are split across ``--procs`` processes. Each process
+builds only its share (one Model with ``num_worlds`` = its share; world k of
+rank r is global world ``r * share + k``, placed where it is in the full
+grid) and runs one batched rollout (``Rollout(..., batched=True)``: inputs
+and outputs with a leading world dimension). The loss is the sum over all
+worlds; each process backpropagates its part, ``dist.all_reduce`` sums the
+parameter gradients, and every process takes the same Adam step, so the
+parameters stay identical everywhere (checked at the end). The USD holds rank
+0's worlds.
+
+    python examples/distributed.py --procs 2 --worlds 8   # writes examples/out/distributed.usda and .png
+    python examples/distributed.py --procs 1 --worlds 8   # the same fit in one process
+
+The processes are started with ``torch.multiprocessing.spawn`` from this
+script and meet over TCP on 127.0.0.1 (gloo); no ``torchrun`` needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import inertia
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _common, also when imported from tests
+from _common import add_common_args, finish, init_warp, save_loss_plot, write_usd  # noqa: E402
+
+SPACING = 1.5  # [m] between neighbouring worlds on the grid (they never interact; this is for viewing)
+GROUND_MU = 0.5  # the shared ground's friction coefficient (known)
+BAR_HALF_LENGTH = 0.25  # [m]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(p, iters=30, frames=60, substeps=8, lr=0.1)
+    p.add_argument("--procs", type=int, default=2, help="processes (each simulates worlds / procs worlds)")
+    p.add_argument("--worlds", type=int, default=8, help="worlds in all, a multiple of --procs")
+    p.add_argument("--true-mu", type=float, default=0.3, help="true friction coefficient of the boxes")
+    p.add_argument("--true-ke", type=float, default=4.0, help="true drive stiffness [N m/rad]")
+    p.add_argument("--guess-mu", type=float, default=0.8, help="initial guess of the friction coefficient")
+    p.add_argument("--guess-ke", type=float, default=1.5, help="initial guess of the drive stiffness [N m/rad]")
+    p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 for the gloo rendezvous (0: any free)")
+    args = p.parse_args(argv)
+    if args.procs < 1 or args.worlds < 1 or args.worlds % args.procs:
+        p.error(f"--worlds ({args.worlds}) must be a positive multiple of --procs ({args.procs})")
+    return args
+
+
+# ------------------------------------------------------------------ the worlds
+def world_draw(g: int) -> dict:
+    """World g's randomized quantities (a function of its global index only, so every split agrees)."""
+    rng = np.random.default_rng(1000 + g)
+    speed, heading = rng.uniform(1.0, 2.0), rng.uniform(-0.5, 0.5)  # [m/s], [rad]
+    return {"kick": (speed * math.cos(heading), speed * math.sin(heading), 0.0),
+            "box_density": rng.uniform(80.0, 160.0), "target": rng.uniform(-0.8, 0.8)}
+
+
+def grid_position(g: int, total: int) -> tuple:
+    cols = math.ceil(math.sqrt(total))
+    return (SPACING * (g % cols), SPACING * (g // cols), 0.0)
+
+
+def build(first: int, count: int, total: int, device):
+    """A model of global worlds ``first .. first + count - 1`` (as its worlds 0 .. count - 1) on one ground."""
+    b = inertia.ModelBuilder()
+    b.contact_smoothing = 1e-3  # a smooth contact onset: gradients through the box's corners lifting
+    b.add_ground_plane(mu=GROUND_MU)  # static, world -1: shared by every world
+    for k in range(count):
+        g = first + k
+        d, (x, y, z) = world_draw(g), grid_position(g, total)
+        b.current_world = k
+        box = b.add_body(xform=((x, y, 0.1), (0, 0, 0, 1)), linear_velocity=d["kick"], label=f"box_{g}")
+        b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=d["box_density"], mu=0.5)  # mu: set by the rollout
+        bar = b.add_body(xform=((x + 0.5 + BAR_HALF_LENGTH, y, 1.0), (0, 0, 0, 1)), label=f"bar_{g}")
+        b.add_shape_box(bar, hx=BAR_HALF_LENGTH, hy=0.02, hz=0.02)
+        b.add_joint_revolute(-1, bar, parent_xform=((x + 0.5, y, 1.0), (0, 0, 0, 1)),
+                             child_xform=((-BAR_HALF_LENGTH, 0.0, 0.0), (0, 0, 0, 1)), axis=(0, 1, 0),
+                             target_ke=1.0, target_kd=0.05)  # target_ke: set by the rollout
+    b.num_worlds = count
+    return b.finalize(device=device, requires_grad=True)
+
+
+class Share:
+    """One process's worlds: the model, a batched rollout, the drive targets and the observed trajectory."""
+
+    def __init__(self, rank: int, procs: int, args):
+        self.count = args.worlds // procs
+        self.first = rank * self.count
+        self.model = build(self.first, self.count, args.worlds, args.device)
+        self.rollout = inertia.Rollout(self.model, inertia.SemiImplicitSolver(self.model), args.frames,
+                                       1.0 / 60.0, args.substeps, params=("shape_material_mu", "joint_target_ke"),
+                                       batched=True)
+        dev = self.model.torch_device
+        targets = torch.tensor([world_draw(self.first + k)["target"] for k in range(self.count)],
+                               dtype=torch.float32, device=dev)
+        self.joint_target_pos = targets.reshape(1, self.count, 1).expand(args.frames, self.count, 1)
+        with torch.no_grad():
+            self.observed = self.simulate(torch.tensor(args.true_mu, device=dev),
+                                          torch.tensor(args.true_ke, device=dev))
+
+    def simulate(self, mu: torch.Tensor, ke: torch.Tensor) -> torch.Tensor:
+        """Body poses ``(T + 1, worlds, 2, 7)`` with the shared friction ``mu`` and drive stiffness ``ke``."""
+        params = {"shape_material_mu": mu.reshape(1, 1).expand(self.count, 2),  # per world: (box, bar)
+                  "joint_target_ke": ke.reshape(1, 1).expand(self.count, 1)}
+        return self.rollout(joint_target_pos=self.joint_target_pos, params=params).body_q
+
+    def loss(self, mu, ke, total_worlds: int):
+        """This process's part of the loss (its worlds' mean squared position errors over all worlds' count)
+        and its body poses."""
+        body_q = self.simulate(mu, ke)
+        per_world = ((body_q[..., :3] - self.observed[..., :3]) ** 2).sum(dim=-1).mean(dim=(0, 2))
+        return per_world.sum() / total_worlds, body_q
+
+
+def all_reduce_gradients(params) -> None:
+    """Sum every parameter's gradient over all processes (each holds its worlds' part of the loss)."""
+    for p in params:
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+
+
+def train(rank: int, procs: int, args) -> dict:
+    """The optimisation loop one process runs (inside an initialized process group)."""
+    init_warp()
+    start = time.perf_counter()
+    share = Share(rank, procs, args)
+    dev = share.model.torch_device
+    log_mu = torch.tensor(math.log(args.guess_mu), device=dev, requires_grad=True)
+    log_ke = torch.tensor(math.log(args.guess_ke), device=dev, requires_grad=True)
+    shared = [log_mu, log_ke]
+    optimizer = torch.optim.Adam(shared, lr=args.lr, betas=(0.5, 0.99))
+    history, first_grad = [], None
+    say = (lambda *a: None) if (args.quiet or rank != 0) else (lambda *a: print(*a, flush=True))
+    say(f"{args.worlds} worlds on {procs} process(es), {share.count} each; fitting the shared friction and drive "
+        f"stiffness (true {args.true_mu}, {args.true_ke} N m/rad)")
+    for it in range(args.iters + 1):
+        optimizer.zero_grad()
+        loss, q = share.loss(log_mu.exp(), log_ke.exp(), args.worlds)
+        if it < args.iters:
+            loss.backward()
+            all_reduce_gradients(shared)
+            if first_grad is None:
+                first_grad = torch.stack([p.grad.detach().clone() for p in shared])
+        total = loss.detach().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)  # the loss over all worlds (for printing)
+        history.append(float(total))
+        say(f"iter {it:3d}  loss {history[-1]:.4e} m^2  mu {log_mu.exp().item():.4f}  "
+            f"ke {log_ke.exp().item():.4f} N m/rad")
+        if it < args.iters:
+            optimizer.step()
+    values = torch.stack([log_mu.exp(), log_ke.exp()]).detach()
+    # every process took the same steps from the same summed gradients: the parameters must agree exactly
+    gathered = [torch.zeros_like(values) for _ in range(procs)]
+    dist.all_gather(gathered, values)
+    agree = all(torch.equal(v, values) for v in gathered)
+    result = {"rank": rank, "history": history, "first_grad": first_grad, "values": values, "agree": agree,
+              "mu": float(values[0]), "ke": float(values[1])}
+    if rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+        # the last evaluation ran with the fitted values; the recorder takes the model's flat body order
+        usd = write_usd(os.path.join(args.out, "distributed.usda"), share.model,
+                        body_q_frames=q.detach().reshape(q.shape[0], -1, 7))
+        png = save_loss_plot(history, os.path.join(args.out, "distributed_loss.png"),
+                             f"distributed: {args.worlds} worlds on {procs} processes, mean squared error [m^2]")
+        result["summary"] = finish("distributed", history, {
+            "procs": procs, "worlds": args.worlds, "worlds_per_process": share.count,
+            "true": {"mu": args.true_mu, "ke": args.true_ke}, "guess": {"mu": args.guess_mu, "ke": args.guess_ke},
+            "fit": {"mu": result["mu"], "ke": result["ke"]}, "parameters_agree_across_processes": agree,
+        }, usd, png, start)
+    return result
+
+
+# ------------------------------------------------------------------ processes
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_rank(rank: int, procs: int, port: int, args, result_dir: str | None = None) -> dict:
+    """Join the process group (gloo over TCP on 127.0.0.1), train, leave; optionally save the result."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback device: no network needed
+    if procs > 1:  # spawned: the processes share the machine's cores
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // procs))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)
+    try:
+        result = train(rank, procs, args)
+    finally:
+        dist.destroy_process_group()
+    if result_dir is not None:
+        torch.save({k: v for k, v in result.items() if k != "summary"}, os.path.join(result_dir, f"rank{rank}.pt"))
+    return result
+
+
+def launch(args, result_dir: str | None = None):
+    """Run ``args.procs`` processes (spawned; one process runs here). Returns rank 0's result when in-process."""
+    port = args.port or free_port()
+    if args.procs == 1:
+        return run_rank(0, 1, port, args, result_dir)
+    import torch.multiprocessing as mp
+
+    mp.spawn(run_rank, args=(args.procs, port, args, result_dir), nprocs=args.procs, join=True)
+    return None
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return launch(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -225,7 +225,7 @@ class Rollout:
             params: ``{name: tensor}`` for names declared in ``params=`` at
                 construction, each shaped like the model array (``(S,)`` for
                 ``spring_stiffness``, ``(tris, 3)`` for ``tri_materials``,
-                ``(1, 3)`` for ``gravity``, ``(B, 3, 3)`` for ``body_inertia``, ...).
+                ``(num_worlds, 3)`` for ``gravity``, ``(B, 3, 3)`` for ``body_inertia``, ...).
                 ``particle_mass`` / ``body_mass`` [kg] are accepted in place of the
                 inverse masses.
             body_q0: initial body poses ``(B, 7)`` (position [m], quaternion (x, y, z, w));

@@ -333,11 +333,12 @@ class Model:
 
         Defaults: ``particle_count * min(shape_count, 4)`` particle-shape contacts,
         ``particle_count * 12`` particle pairs (enough for dense packing plus margin),
-        ``n * (planes + 8)`` shape-shape candidate pairs for the n shapes on bodies
-        (each touching up to 8 others and every plane), and 8 contact points per pair
+        for each shape on a body 8 shape-shape candidate pairs plus one per plane it can
+        meet (the shared planes and its own world's), and 8 contact points per pair
         (a box on a plane uses 4, two boxes face to face 8, the most a pair of boxes can
         request is 40) plus, for each mesh on a body, its vertex count per plane and once
-        more (mesh-plane and mesh-box contacts test every vertex).
+        more (mesh-plane and mesh-box contacts test every vertex). Linear in the number
+        of worlds, also when every world has its own ground plane.
         """
         if soft_contact_max is None:
             soft_contact_max = self.particle_count * min(self.shape_count, 4)
@@ -346,15 +347,20 @@ class Model:
         if rigid_pair_max is None or rigid_contact_max is None:
             body = self.shape_body.numpy()
             kinds = self.shape_type.numpy()
+            world = self.shape_world.numpy()
             collides = (self.shape_flags.numpy() & SHAPE_FLAG_COLLIDE_SHAPES) != 0
-            planes = int(np.count_nonzero(collides & (kinds == GEO_PLANE)))
+            plane_world = world[collides & (kinds == GEO_PLANE)]
+            per_world = np.bincount(plane_world + 1, minlength=self.num_worlds + 1)  # row 0: shared planes
+            # the planes each shape can meet: the shared ones and its own world's
+            planes = per_world[0] + np.where(world >= 0, per_world[np.maximum(world, 0) + 1], 0)
+            on_body = collides & (body >= 0)
         if rigid_pair_max is None:
-            rigid_pair_max = int(np.count_nonzero(collides & (body >= 0))) * (planes + 8)
+            rigid_pair_max = int(np.sum(planes[on_body] + 8))
         if rigid_contact_max is None:
             mesh_shapes = np.flatnonzero(kinds == GEO_MESH)  # model.shape_meshes holds their meshes in this order
-            vertices = sum(int(mesh.points.shape[0]) for s, mesh in zip(mesh_shapes, self.shape_meshes)
-                           if collides[s] and body[s] >= 0)
-            rigid_contact_max = 8 * rigid_pair_max + vertices * (planes + 1)
+            vertices = sum(int(mesh.points.shape[0]) * int(planes[s] + 1)
+                           for s, mesh in zip(mesh_shapes, self.shape_meshes) if on_body[s])
+            rigid_contact_max = 8 * rigid_pair_max + vertices
         caps = (soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max)
         if min(caps) < 0:
             raise ValueError(f"contact capacities must be >= 0, got {caps}")

@@ -132,6 +132,10 @@ def stage_from(source, state=None) -> Usd.Stage:
     when given, else the initial ones). Y- and Z-up scenes only: USD has no X-up stage."""
     from .usd import _unique_names
 
+    if source.num_worlds > 1:
+        # a UsdPhysics scene has one gravity and no notion of worlds: written out, worlds would collide
+        raise ValueError(f"save_usd writes one world; this scene has {source.num_worlds}: export the scene "
+                         "builder you replicated (one world), and replicate it again after add_usd")
     sc = _scene_from_model(source) if hasattr(source, "shape_source_ptr") else _scene_from_builder(source)
     if sc["up_axis"] == 0:
         raise ValueError("save_usd: USD stages are Y- or Z-up; this scene is X-up")

@@ -88,7 +88,7 @@ def build(first: int, count: int, total: int, device):
     b.add_ground_plane(mu=GROUND_MU)  # static, world -1: shared by every world
     for k in range(count):
         g = first + k
-        d, (x, y, z) = world_draw(g), grid_position(g, total)
+        d, (x, y, _) = world_draw(g), grid_position(g, total)
         b.current_world = k
         box = b.add_body(xform=((x, y, 0.1), (0, 0, 0, 1)), linear_velocity=d["kick"], label=f"box_{g}")
         b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=d["box_density"], mu=0.5)  # mu: set by the rollout
@@ -199,7 +199,8 @@ def free_port() -> int:
 
 def run_rank(rank: int, procs: int, port: int, args, result_dir: str | None = None) -> dict:
     """Join the process group (gloo over TCP on 127.0.0.1), train, leave; optionally save the result."""
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback device: no network needed
+    # the loopback device: no network needed (Linux names it lo, macOS lo0)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")
     if procs > 1:  # spawned: the processes share the machine's cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // procs))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)

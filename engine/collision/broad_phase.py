@@ -6,17 +6,21 @@ cylinders, the bounding sphere ``model.shape_radius`` about the origin for
 meshes, grown by ``model.rigid_contact_margin`` on every side.
 
 Finite shapes go through a sweep and prune along one axis, the axis along
-which the shape centres spread most (chosen on the device each call). The sort
+which the shape centres spread most within their worlds (summed over worlds,
+chosen on the device each call: how the worlds are laid out does not change
+how any one of them is swept). The sort
 key is (world, lower bound on that axis), so the worlds of a many-world model
 are swept separately even when they sit on top of each other; shapes of the
 shared world -1 are met by every world through a second sweep over their
 segment, which stops early with the running maximum of its upper bounds. Work
-is O(n log n) sort plus the pairs that overlap along the axis (not n^2: 1,000
-boxes on a grid test a few tens of thousands of pairs, not 500,000).
+is a sort (a counting kernel up to ``RANK_SORT_MAX`` shapes, a radix sort
+beyond) plus the pairs that overlap along the axis (not n^2: 1,000 boxes on a
+grid test a few tens of thousands of pairs, not 500,000).
 
 Planes (infinite, always static) are not swept: every finite shape is tested
-against every plane, and kept when its AABB reaches the plane's positive side
-within the margin.
+against the shared planes and its own world's (a plane per world stays linear
+in the number of worlds), and kept when its AABB reaches the plane's positive
+side within the margin.
 
 A pair is kept (written once into ``contacts.rigid_pair`` as (lower index,
 higher index)) when the AABBs overlap and all of these filters pass:
@@ -156,10 +160,11 @@ def shape_aabb_kernel(
     shape_scale: wp.array(dtype=wp.vec3),
     shape_radius: wp.array(dtype=float),
     shape_flags: wp.array(dtype=wp.int32),
+    shape_world: wp.array(dtype=wp.int32),
     margin: float,
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
-    centre_moments: wp.array(dtype=wp.float64),
+    centre_moments: wp.array2d(dtype=wp.float64),
 ):
     s = wp.tid()
     X = shape_transform[s]
@@ -172,12 +177,35 @@ def shape_aabb_kernel(
     aabb_lower[s] = c - h
     aabb_upper[s] = c + h
     if is_swept(shape_type, shape_flags, s):
-        # first and second moments of the centres: the sweep axis is the one of largest variance
+        # first and second moments of the centres, per world (row world + 1): the sweep axis is the one of
+        # largest spread within the worlds, so a world is swept alike however the others are laid out
+        w = shape_world[s] + 1
         for i in range(3):
             x = wp.float64(c[i])
-            wp.atomic_add(centre_moments, i, x)
-            wp.atomic_add(centre_moments, 3 + i, x * x)
-        wp.atomic_add(centre_moments, 6, wp.float64(1.0))
+            wp.atomic_add(centre_moments, w, i, x)
+            wp.atomic_add(centre_moments, w, 3 + i, x * x)
+        wp.atomic_add(centre_moments, w, 6, wp.float64(1.0))
+
+
+@wp.kernel
+def sweep_axis_kernel(centre_moments: wp.array2d(dtype=wp.float64), worlds: int, sweep_axis: wp.array(dtype=wp.int32)):
+    """The axis of the largest summed within-world variance of the centres (world -1's only if it is alone)."""
+    spread = wp.vec3d()
+    for w in range(1, worlds + 1):
+        n = wp.max(centre_moments[w, 6], wp.float64(1.0))
+        for i in range(3):
+            spread[i] = spread[i] + centre_moments[w, 3 + i] - centre_moments[w, i] * centre_moments[w, i] / n
+    if spread[0] + spread[1] + spread[2] <= wp.float64(0.0):
+        n = wp.max(centre_moments[0, 6], wp.float64(1.0))
+        for i in range(3):
+            spread[i] = centre_moments[0, 3 + i] - centre_moments[0, i] * centre_moments[0, i] / n
+    axis = int(0)
+    best = wp.float64(-1.0)
+    for i in range(3):
+        if spread[i] > best:
+            best = spread[i]
+            axis = i
+    sweep_axis[0] = axis
 
 
 @wp.func
@@ -198,24 +226,13 @@ def sweep_keys_kernel(
     shape_world: wp.array(dtype=wp.int32),
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
-    centre_moments: wp.array(dtype=wp.float64),
     sweep_axis: wp.array(dtype=wp.int32),
     keys: wp.array(dtype=wp.int64),
     values: wp.array(dtype=wp.int32),
     upper_keys: wp.array(dtype=wp.int64),
 ):
     s = wp.tid()
-    # every thread picks the same axis from the same moments (unnormalised variances: same argmax)
-    axis = int(0)
-    best = wp.float64(-1.0)
-    for i in range(3):
-        var = centre_moments[3 + i] - centre_moments[i] * centre_moments[i] / wp.max(centre_moments[6],
-                                                                                     wp.float64(1.0))
-        if var > best:
-            best = var
-            axis = i
-    if s == 0:
-        sweep_axis[0] = axis
+    axis = sweep_axis[0]
     values[s] = s
     if not is_swept(shape_type, shape_flags, s):
         keys[s] = NOT_SWEPT
@@ -333,22 +350,10 @@ def sweep_kernel(
         j -= 1
 
 
-@wp.kernel
-def plane_pairs_kernel(
-    planes: wp.array(dtype=wp.int32),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    f: ShapeFilter,
-    capacity: int,
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
-):
-    s, k = wp.tid()
-    p = planes[k]
-    if shape_type[s] == GEO_PLANE:
-        return
+@wp.func
+def plane_pair(s: int, p: int, shape_transform: wp.array(dtype=wp.transform), aabb_lower: wp.array(dtype=wp.vec3),
+               aabb_upper: wp.array(dtype=wp.vec3), f: ShapeFilter, capacity: int, pair_count: wp.array(dtype=wp.int32),
+               pairs: wp.array(dtype=wp.vec2i)):
     if not shapes_may_collide(f, s, p):
         return
     # the AABB corner farthest down the plane's normal, on or below the plane (the AABB holds the margin)
@@ -359,6 +364,32 @@ def plane_pairs_kernel(
     lowest = wp.dot(c - wp.transform_get_translation(X), n) - wp.dot(h, abs_vec(n))
     if lowest <= 0.0:
         emit_pair(s, p, capacity, pair_count, pairs)
+
+
+@wp.kernel
+def plane_pairs_kernel(
+    plane_offsets: wp.array(dtype=wp.int32),
+    planes: wp.array(dtype=wp.int32),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_world: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    aabb_lower: wp.array(dtype=wp.vec3),
+    aabb_upper: wp.array(dtype=wp.vec3),
+    f: ShapeFilter,
+    capacity: int,
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+):
+    """Each shape against the shared planes (row 0 of the CSR) and its own world's (row world + 1) only."""
+    s = wp.tid()
+    if shape_type[s] == GEO_PLANE:
+        return
+    for k in range(plane_offsets[0], plane_offsets[1]):
+        plane_pair(s, planes[k], shape_transform, aabb_lower, aabb_upper, f, capacity, pair_count, pairs)
+    w = shape_world[s] + 1
+    if w > 0:
+        for k in range(plane_offsets[w], plane_offsets[w + 1]):
+            plane_pair(s, planes[k], shape_transform, aabb_lower, aabb_upper, f, capacity, pair_count, pairs)
 
 
 class ShapeBroadPhase:
@@ -375,11 +406,19 @@ class ShapeBroadPhase:
         self.active = bool(np.any(collides & (body >= 0)))
         plane_ids = np.flatnonzero(types == int(GEO_PLANE)).astype(np.int32)
         self.plane_count = len(plane_ids)
+        # planes grouped by world + 1 (row 0: shared planes), so a shape meets only those it may collide with
+        world = model.shape_world.numpy()
+        rows = world[plane_ids] + 1
+        order = np.argsort(rows, kind="stable")
+        offsets = np.zeros(model.num_worlds + 2, dtype=np.int32)
+        np.add.at(offsets, rows + 1, 1)
+        self.num_worlds = model.num_worlds
         with wp.ScopedDevice(dev):
-            self.planes = wp.array(plane_ids if len(plane_ids) else np.zeros(1, np.int32), dtype=wp.int32)
+            self.planes = wp.array(plane_ids[order] if len(plane_ids) else np.zeros(1, np.int32), dtype=wp.int32)
+            self.plane_offsets = wp.array(np.cumsum(offsets).astype(np.int32), dtype=wp.int32)
             self.aabb_lower = wp.zeros(max(n, 1), dtype=wp.vec3)
             self.aabb_upper = wp.zeros(max(n, 1), dtype=wp.vec3)
-            self.centre_moments = wp.zeros(7, dtype=wp.float64)
+            self.centre_moments = wp.zeros((model.num_worlds + 1, 7), dtype=wp.float64)
             self.sweep_axis = wp.zeros(1, dtype=wp.int32)
             self.keys = wp.zeros(2 * max(n, 1), dtype=wp.int64)  # radix_sort_pairs wants room for 2n
             self.values = wp.zeros(2 * max(n, 1), dtype=wp.int32)
@@ -457,16 +496,17 @@ def detect_shape_pairs(model, state, contacts) -> None:
     bp.centre_moments.zero_()
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
               inputs=[state.body_q, model.shape_body, model.shape_transform, model.shape_type, model.shape_scale,
-                      model.shape_radius, model.shape_flags, model.rigid_contact_margin],
+                      model.shape_radius, model.shape_flags, model.shape_world, model.rigid_contact_margin],
               outputs=[bp.aabb_lower, bp.aabb_upper, bp.centre_moments])
     outputs = [contacts.rigid_pair_max, contacts.rigid_pair_count, contacts.rigid_pair]
     if bp.plane_count:
-        wp.launch(plane_pairs_kernel, dim=(n, bp.plane_count), device=dev, record_tape=False,
-                  inputs=[bp.planes, model.shape_type, model.shape_transform, bp.aabb_lower, bp.aabb_upper,
-                          bp.filter], outputs=outputs)
+        wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
+                  inputs=[bp.plane_offsets, bp.planes, model.shape_type, model.shape_world, model.shape_transform,
+                          bp.aabb_lower, bp.aabb_upper, bp.filter], outputs=outputs)
+    wp.launch(sweep_axis_kernel, dim=1, device=dev, record_tape=False, inputs=[bp.centre_moments, bp.num_worlds],
+              outputs=[bp.sweep_axis])
     wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[model.shape_type, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper,
-                      bp.centre_moments],
+              inputs=[model.shape_type, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper],
               outputs=[bp.sweep_axis, bp.keys, bp.values, bp.upper_keys])
     if n <= RANK_SORT_MAX:
         wp.launch(rank_sort_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.keys, bp.values, n])

@@ -224,6 +224,16 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
             requires_grad: allocate gradients for the model's parameters and for
                 states made from it, so ``wp.Tape`` can differentiate through steps.
         """
+        import gc
+
         from .model import Model
 
-        return Model._from_builder(self, device=device, requires_grad=requires_grad)
+        # millions of small Python objects are made and dropped here: the cyclic collector would walk them
+        # again and again (a third of finalize for 1,024 replicated robots) and finds nothing to free
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return Model._from_builder(self, device=device, requires_grad=requires_grad)
+        finally:
+            if enabled:
+                gc.enable()

@@ -18,11 +18,13 @@ when every world has the same and they are sorted by world).
 
 Speed: a copy is a handful of NumPy operations and list extends per entity
 kind; nothing is validated again (the entities were checked when they were
-added to the copied builder). 1,024 copies of a 20-body robot take well under
-a second here (``tests/test_worlds.py`` prints the figure).
+added to the copied builder). 1,024 copies of a 20-body robot take under a
+second to replicate and finalize here (``python benchmarks/worlds.py``).
 """
 
 from __future__ import annotations
+
+import gc
 
 import math
 
@@ -233,12 +235,18 @@ class WorldBuilderMixin:
         block = _Block(scene)
         first = self._new_world()
         identity = (0.0, 0.0, 0.0, 1.0)
-        for k in range(num_worlds):
-            if shared_static:
-                static_world = -1 if k == 0 else None  # None: leave the static shapes out of this copy
-            else:
-                static_world = first + k
-            self._append_block(block, _Offset((offsets[k], identity)), first + k, static_world)
+        enabled = gc.isenabled()
+        gc.disable()  # many small objects, none of them cyclic garbage: the collector would only slow this down
+        try:
+            for k in range(num_worlds):
+                if shared_static:
+                    static_world = -1 if k == 0 else None  # None: leave the static shapes out of this copy
+                else:
+                    static_world = first + k
+                self._append_block(block, _Offset((offsets[k], identity)), first + k, static_world)
+        finally:
+            if enabled:
+                gc.enable()
         return offsets
 
     # ------------------------------------------------------------------ the copy

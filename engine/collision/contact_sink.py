@@ -2,6 +2,9 @@
 
 import warp as wp
 
+from ..kinematics import body_pose
+from .sdf import shape_world_transform
+
 
 @wp.struct
 class ShapeGeometry:
@@ -41,15 +44,12 @@ def append_contact(sink: ContactSink, s0: int, s1: int, point0: wp.vec3, thickne
 @wp.func
 def body_pose_of(g: ShapeGeometry, s: int):
     """Pose of shape s's body in world (identity for a static shape)."""
-    b = g.shape_body[s]
-    if b < 0:
-        return wp.transform_identity()
-    return g.body_q[b]
+    return body_pose(g.body_q, g.shape_body[s])
 
 
 @wp.func
 def shape_world_pose(g: ShapeGeometry, s: int):
-    return body_pose_of(g, s) * g.shape_transform[s]
+    return shape_world_transform(g.shape_body, g.shape_transform, g.body_q, s)
 
 
 def make_geometry(model, state) -> ShapeGeometry:

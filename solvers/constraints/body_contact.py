@@ -68,7 +68,7 @@ kink.
 import warp as wp
 
 from ...collision.contact_geometry import rigid_contact_geometry
-from ...kinematics import point_velocity
+from ...kinematics import body_pose, point_velocity
 
 
 # ---------------------------------------------------------------------------------------------- body primitives
@@ -169,13 +169,6 @@ def start_of_step(X_now: wp.transform, X_start: wp.transform, b: int, x: wp.vec3
     if b < 0:
         return x
     return wp.transform_point(X_start, wp.transform_point(wp.transform_inverse(X_now), x))
-
-
-@wp.func
-def pose_or_identity(body_q: wp.array(dtype=wp.transform), b: int):
-    if b < 0:
-        return wp.transform_identity()
-    return body_q[b]
 
 
 @wp.kernel
@@ -335,8 +328,8 @@ def solve_body_contacts_kernel(
             lam_n = lam[0] + dlam_n
             if lam_n > 0.0:
                 # static friction: undo the tangential slip of the two contact points since the step began
-                start0 = start_of_step(f0.pose, pose_or_identity(body_q_start, b0), b0, g.p0)
-                start1 = start_of_step(f1.pose, pose_or_identity(body_q_start, b1), b1, g.p1)
+                start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
+                start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
                 slip = (g.p0 - start0) - (g.p1 - start1)
                 slip_t = slip - n * wp.dot(n, slip)
                 mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
@@ -447,8 +440,8 @@ def solve_contact_velocities_kernel(
     vn = wp.dot(n, point_velocity(body_q, body_qd, body_com, b0, g.p0) - point_velocity(body_q, body_qd, body_com, b1,
                                                                                          g.p1))
     # the normal velocity the contact points had when the step began (same material points)
-    start0 = start_of_step(f0.pose, pose_or_identity(body_q_start, b0), b0, g.p0)
-    start1 = start_of_step(f1.pose, pose_or_identity(body_q_start, b1), b1, g.p1)
+    start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
+    start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
     v_start = point_velocity(body_q_start, body_qd_start, body_com, b0, start0) - point_velocity(
         body_q_start, body_qd_start, body_com, b1, start1)
     vn_start = wp.dot(n, v_start)

@@ -53,7 +53,6 @@ from .body_contact import (
     angular_inv_mass,
     body_frame,
     point_inv_mass_matrix,
-    pose_or_identity,
     positional_inv_mass,
     solve_rows,
 )
@@ -286,7 +285,7 @@ def apply_joint_efforts_kernel(
         return
     p = joint_parent[j]
     c = joint_child[j]
-    X_wp = pose_or_identity(body_q, p) * joint_X_p[j]
+    X_wp = body_pose(body_q, p) * joint_X_p[j]
     a_w = wp.transform_vector(X_wp, joint_axis[j])
     effort = joint_f[joint_qd_start[j]]
     if t == JOINT_REVOLUTE:

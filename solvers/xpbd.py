@@ -40,6 +40,7 @@ from .constraints import (
     apply_corrections,
     apply_joint_efforts,
     count_body_constraints,
+    eval_body_frames,
     jacobi_scales,
     joint_rows_per_body,
     solve_bending_constraints,
@@ -52,6 +53,7 @@ from .constraints import (
     solve_tet_constraints,
     solve_triangle_constraints,
 )
+from .constraints.body_contact import contact_velocity_row
 from .constraints.joints import vec8 as joint_multipliers
 from .forces import apply_control_forces, apply_control_wrenches
 from .solver import SolverBase
@@ -76,6 +78,11 @@ class _BodyBuffers:
             self.qd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
             self.dqd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
             self.contact_lambda = wp.zeros((k + 1, nc), dtype=wp.vec2, requires_grad=g)
+            # each iterate's body frames for the contacts (centre of mass, split world inverse inertia)
+            self.frame_com = wp.zeros((k + 1, nb), dtype=wp.vec3, requires_grad=g)
+            self.frame_inv_inertia = wp.zeros((k + 1, nb), dtype=wp.mat33, requires_grad=g)
+            # the restitution pass's per-contact geometry (constraints.body_contact.contact_velocity_row)
+            self.contact_rows = wp.zeros(nc, dtype=contact_velocity_row, requires_grad=g)
             self.joint_lambda = wp.zeros((k + 1, nj), dtype=joint_multipliers, requires_grad=g)
             # mass-splitting counts of the position and the velocity pass (integers: no gradient)
             self.split = wp.zeros(nb, dtype=float)
@@ -83,12 +90,14 @@ class _BodyBuffers:
         self.rigid_contact_max = rigid_contact_max
 
     def arrays(self):
-        return (self.q, self.delta, self.qd_pred, self.qd, self.dqd, self.contact_lambda, self.joint_lambda)
+        return (self.q, self.delta, self.qd_pred, self.qd, self.dqd, self.contact_lambda, self.contact_rows,
+                self.frame_com, self.frame_inv_inertia, self.joint_lambda)
 
 
 _IterationViews = namedtuple("_IterationViews", "x x_next delta spring_lambda spring_lambda_next tri_lambda "
                              "tri_lambda_next edge_lambda edge_lambda_next tet_lambda tet_lambda_next q q_next "
-                             "body_delta contact_lambda contact_lambda_next joint_lambda joint_lambda_next")
+                             "body_delta frame_com frame_com_next frame_inv_inertia frame_inv_inertia_next "
+                             "contact_lambda contact_lambda_next joint_lambda joint_lambda_next")
 
 
 class _IterationBuffers:
@@ -113,10 +122,12 @@ class _IterationBuffers:
         self.per_iteration = [_IterationViews(
             self.x[k], self.x[k + 1], self.delta[k], self.spring_lambda[k], self.spring_lambda[k + 1],
             self.tri_lambda[k], self.tri_lambda[k + 1], self.edge_lambda[k], self.edge_lambda[k + 1],
-            self.tet_lambda[k], self.tet_lambda[k + 1], rb.q[k], rb.q[k + 1], rb.delta[k], rb.contact_lambda[k],
+            self.tet_lambda[k], self.tet_lambda[k + 1], rb.q[k], rb.q[k + 1], rb.delta[k], rb.frame_com[k],
+            rb.frame_com[k + 1], rb.frame_inv_inertia[k], rb.frame_inv_inertia[k + 1], rb.contact_lambda[k],
             rb.contact_lambda[k + 1], rb.joint_lambda[k], rb.joint_lambda[k + 1]) for k in range(iterations)]
         self.x_first, self.x_last = self.x[0], self.x[iterations]
         self.q_first, self.q_last, self.qd_first = rb.q[0], rb.q[iterations], rb.qd[0]
+        self.frame_com_first, self.frame_inv_inertia_first = rb.frame_com[0], rb.frame_inv_inertia[0]
         self.contact_lambda_last = rb.contact_lambda[iterations]
 
     def zero_grad(self) -> None:
@@ -249,7 +260,9 @@ class XPBDSolver(SolverBase):
         values = (k + 1) * m.particle_count * 12 + k * m.particle_count * 12 + (k + 1) * lam
         nb, nj, nc = max(m.body_count, 1), max(m.joint_count, 1), max(rigid_contact_max, 1)
         kv = self.velocity_iterations
-        bodies = (k + 1) * nb * 28 + k * nb * 24 + (1 + 2 * kv) * nb * 24 + (k + 1) * (8 * nc + 32 * nj)
+        # poses, corrections, velocity iterates, multipliers, restitution rows (17 floats), body frames (12 floats)
+        bodies = ((k + 1) * nb * 28 + k * nb * 24 + (1 + 2 * kv) * nb * 24 + (k + 1) * (8 * nc + 32 * nj) + 68 * nc
+                  + (k + 1) * nb * 48)
         return (values + bodies) * (2 if requires_grad else 1) + 8 * nb
 
     def prepare_state(self, state, contacts=None) -> None:
@@ -283,6 +296,7 @@ class XPBDSolver(SolverBase):
         predict_bodies(model, state_in, state_out.body_f, dt, it.q_first, rb.qd_pred)
         self._check("predict", x=it.x_first, body_q=it.q_first)
         count_body_constraints(model, it.q_first, contacts, self.joint_rows, self.split_exponent, rb.split)
+        eval_body_frames(model, it.q_first, rb.split, it.frame_com_first, it.frame_inv_inertia_first)
         it.delta.zero_()
         rb.delta.zero_()
         for k, v in enumerate(it.per_iteration):  # iteration k reads iterate k, writes iterate k + 1
@@ -296,19 +310,20 @@ class XPBDSolver(SolverBase):
                                   v.delta)
             solve_shape_contacts(model, state_in, v.x, contacts, v.delta, v.q, rb.split, v.body_delta)
             solve_particle_contacts(model, state_in, v.x, contacts, v.delta)
-            solve_body_contacts(model, state_in, v.q, contacts, rb.split, v.contact_lambda, v.contact_lambda_next,
-                                v.body_delta)
+            solve_body_contacts(model, state_in, v.q, contacts, rb.split, v.frame_com, v.frame_inv_inertia,
+                                v.contact_lambda, v.contact_lambda_next, v.body_delta)
             solve_joints(model, state_in, control, v.q, rb.split, v.joint_lambda, v.joint_lambda_next, dt,
                          v.body_delta, self.joint_linear_compliance, self.joint_angular_compliance, self.relaxation,
                          self.zero_dofs)
             apply_corrections(model, v.x, v.delta, v.x_next)
-            apply_body_corrections(model, v.q, v.body_delta, v.q_next)
+            apply_body_corrections(model, v.q, v.body_delta, rb.split, v.q_next, v.frame_com_next,
+                                   v.frame_inv_inertia_next)
             self._check(f"iteration {k}", x=v.x_next, body_q=v.q_next)
         update_velocities(model, state_in, it.x_last, dt, state_out)
         update_body_velocities(model, it.q_first, rb.qd_pred, it.q_last, dt, state_out.body_q, it.qd_first)
         solve_contact_velocities(model, state_in, state_out.body_q, rb.qd, contacts, it.contact_lambda_last,
-                                 rb.contact_split, rb.dqd, self.restitution_threshold, self.split_exponent, dt,
-                                 state_out.body_qd)
+                                 rb.contact_split, rb.contact_rows, rb.dqd, self.restitution_threshold,
+                                 self.split_exponent, dt, state_out.body_qd)
         self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd,
                     body_q=state_out.body_q, body_qd=state_out.body_qd)
         eval_ik(model, state_out)

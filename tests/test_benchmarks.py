@@ -50,12 +50,15 @@ XPBD_PER_ITERATION = {
 }
 XPBD_ALWAYS = ["solve_shape_contacts_kernel", "solve_particle_contacts_kernel", "apply_corrections_kernel"]
 # rigid scenes (no particles: no particle kernels): body contacts and corrections every iteration, joints where
-# there are joints; the restitution pass runs its velocity_iterations (4, the default) whatever the restitution
+# there are joints; the restitution pass prepares its contacts once, then runs its velocity_iterations (4, the
+# default) whatever the restitution
 XPBD_RIGID_PER_ITERATION = {
     "boxes": ["solve_body_contacts_kernel", "apply_body_corrections_kernel"],
     "chain": ["solve_body_contacts_kernel", "solve_joints_kernel", "apply_body_corrections_kernel"],
 }
 XPBD_VELOCITY_PASS = ["solve_contact_velocities_kernel", "add_velocity_corrections_kernel"]
+XPBD_VELOCITY_PASS_ONCE = ["count_pushing_contacts_kernel", "prepare_contact_velocities_kernel"]
+XPBD_RIGID_ONCE = ["body_frames_kernel"]  # the first iterate's; apply_body_corrections writes the later ones
 # shape-shape collision: AABBs, plane pairs, sweep keys, running max, sweep, narrow phase
 RIGID_DETECTION = ["shape_aabb_kernel", "plane_pairs_kernel", "sweep_keys_kernel", "shared_running_max_kernel",
                    "sweep_kernel", "narrow_phase_kernel"]
@@ -196,6 +199,8 @@ def test_rigid_xpbd_runs_its_iterations_and_every_step_detects_shape_contacts(re
         assert by.get(name) == k, (name, by)
     for name in XPBD_VELOCITY_PASS:
         assert by.get(name) == 4, (name, by)
+    for name in XPBD_VELOCITY_PASS_ONCE + XPBD_RIGID_ONCE:
+        assert by.get(name) == 1, (name, by)
     for name in RIGID_DETECTION:
         assert by.get(name) == 1, (name, by)
         assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == 1, name

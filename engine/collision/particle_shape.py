@@ -56,9 +56,11 @@ def detect_particle_shape_contacts(model, state, contacts) -> None:
     """Stage: every (particle, shape) pair closer than radius + margin becomes a contact candidate."""
     if model.particle_count == 0 or model.shape_count == 0:
         return
+    # detection only selects candidates (integers): off the tape, so a backward pass does not replay it
     wp.launch(
         detect_particle_shape_kernel,
         dim=(model.particle_count, model.shape_count),
+        record_tape=False,
         inputs=[
             state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, state.body_q,
             model.shape_body, model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,

@@ -4,6 +4,7 @@ from .bending import solve_bending_constraints
 from .body_contact import (
     apply_body_corrections,
     count_body_constraints,
+    eval_body_frames,
     solve_body_contacts,
     solve_contact_velocities,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "solve_joints",
     "solve_contact_velocities",
     "count_body_constraints",
+    "eval_body_frames",
     "joint_rows_per_body",
     "apply_joint_efforts",
     "apply_corrections",

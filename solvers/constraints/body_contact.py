@@ -108,6 +108,64 @@ def body_frame(
 
 
 @wp.func
+def world_frame(pose: wp.transform, com: wp.vec3, inv_inertia: wp.mat33, split: float):
+    """(centre of mass in world, split world inverse inertia) of a body at ``pose``."""
+    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
+    return wp.transform_point(pose, com), rot * inv_inertia * wp.transpose(rot) * split
+
+
+@wp.kernel
+def body_frames_kernel(
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    split: wp.array(dtype=float),
+    com_out: wp.array(dtype=wp.vec3),
+    inv_inertia_out: wp.array(dtype=wp.mat33),
+):
+    b = wp.tid()
+    com, inv_inertia = world_frame(body_q[b], body_com[b], body_inv_inertia[b], split[b])
+    com_out[b] = com
+    inv_inertia_out[b] = inv_inertia
+
+
+def eval_body_frames(model, body_q, split, com_out, inv_inertia_out) -> None:
+    """Stage: each body's centre of mass and split world inverse inertia on iterate ``body_q``, once per body.
+
+    The contact kernel reads them (``cached_body_frame``) instead of rotating the inertia at both ends of
+    every contact (a box in a pile has ten contacts or more). The first iterate's frames come from here,
+    the later ones from :func:`apply_body_corrections`, which writes them with the poses.
+    """
+    if model.body_count == 0:
+        return
+    wp.launch(body_frames_kernel, dim=model.body_count, inputs=[body_q, model.body_com, model.body_inv_inertia, split],
+              outputs=[com_out, inv_inertia_out], device=model.device)
+
+
+@wp.func
+def cached_body_frame(
+    body_q: wp.array(dtype=wp.transform),
+    frame_com: wp.array(dtype=wp.vec3),
+    frame_inv_inertia: wp.array(dtype=wp.mat33),
+    body_inv_mass: wp.array(dtype=float),
+    split: wp.array(dtype=float),
+    b: int,
+):
+    """``body_frame`` from the frames ``eval_body_frames`` wrote for this iterate."""
+    f = BodyFrame()
+    f.pose = wp.transform_identity()
+    f.com = wp.vec3(0.0)
+    f.inv_mass = 0.0
+    f.inv_inertia = wp.mat33(0.0)
+    if b >= 0:
+        f.pose = body_q[b]
+        f.com = frame_com[b]
+        f.inv_mass = body_inv_mass[b] * split[b]
+        f.inv_inertia = frame_inv_inertia[b]
+    return f
+
+
+@wp.func
 def positional_inv_mass(f: BodyFrame, r: wp.vec3, n: wp.vec3):
     rn = wp.cross(r, n)
     return f.inv_mass + wp.dot(rn, f.inv_inertia * rn)
@@ -175,8 +233,12 @@ def start_of_step(X_now: wp.transform, X_start: wp.transform, b: int, x: wp.vec3
 def apply_body_corrections_kernel(
     pose: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    split: wp.array(dtype=float),
     delta: wp.array(dtype=wp.spatial_vector),
     pose_out: wp.array(dtype=wp.transform),
+    com_out: wp.array(dtype=wp.vec3),
+    inv_inertia_out: wp.array(dtype=wp.mat33),
 ):
     b = wp.tid()
     X = pose[b]
@@ -192,15 +254,20 @@ def apply_body_corrections_kernel(
     if wp.length_sq(dtheta) > 0.0:
         q_new = wp.normalize(q_new)
     p_new = wp.transform_get_translation(X) + dx + (wp.quat_rotate(q, com) - wp.quat_rotate(q_new, com))
-    pose_out[b] = wp.transform(p_new, q_new)
+    X_new = wp.transform(p_new, q_new)
+    pose_out[b] = X_new
+    com_w, inv_inertia_w = world_frame(X_new, com, body_inv_inertia[b], split[b])
+    com_out[b] = com_w
+    inv_inertia_out[b] = inv_inertia_w
 
 
-def apply_body_corrections(model, pose, delta, pose_out) -> None:
-    """Stage: body iterate k+1 = iterate k moved by iteration k's summed corrections."""
+def apply_body_corrections(model, pose, delta, split, pose_out, com_out, inv_inertia_out) -> None:
+    """Stage: body iterate k+1 = iterate k moved by iteration k's summed corrections, and its body frames."""
     if model.body_count == 0:
         return
-    wp.launch(apply_body_corrections_kernel, dim=model.body_count, inputs=[pose, model.body_com, delta],
-              outputs=[pose_out], device=model.device)
+    wp.launch(apply_body_corrections_kernel, dim=model.body_count,
+              inputs=[pose, model.body_com, model.body_inv_inertia, split, delta],
+              outputs=[pose_out, com_out, inv_inertia_out], device=model.device)
 
 
 # ---------------------------------------------------------------------------------------------- counts
@@ -282,9 +349,9 @@ def count_body_constraints(model, body_q, contacts, joint_rows, exponent: float,
 def solve_body_contacts_kernel(
     body_q: wp.array(dtype=wp.transform),
     body_q_start: wp.array(dtype=wp.transform),
-    body_com: wp.array(dtype=wp.vec3),
+    frame_com: wp.array(dtype=wp.vec3),
+    frame_inv_inertia: wp.array(dtype=wp.mat33),
     body_inv_mass: wp.array(dtype=float),
-    body_inv_inertia: wp.array(dtype=wp.mat33),
     split: wp.array(dtype=float),
     shape_body: wp.array(dtype=wp.int32),
     shape_transform: wp.array(dtype=wp.transform),
@@ -314,8 +381,8 @@ def solve_body_contacts_kernel(
         thickness = contact_thickness0[c]
         g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_q, shape_body, shape_transform,
                                    shape_type, shape_scale, shape_source_ptr, thickness + 1.0, contact_normal1[c])
-        f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
-        f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
+        f0 = cached_body_frame(body_q, frame_com, frame_inv_inertia, body_inv_mass, split, b0)
+        f1 = cached_body_frame(body_q, frame_com, frame_inv_inertia, body_inv_mass, split, b1)
         n = g.normal
         r0 = g.p0 - f0.com
         r1 = g.p1 - f1.com
@@ -355,14 +422,18 @@ def solve_body_contacts_kernel(
     lambda_out[c] = wp.vec2(lam[0] + dlam_n, lam[1] + dlam_t)
 
 
-def solve_body_contacts(model, state_in, body_q, contacts, split, lambda_in, lambda_out, delta) -> None:
-    """Stage: non-penetration and static friction of every shape-shape contact on body iterate ``body_q``."""
+def solve_body_contacts(model, state_in, body_q, contacts, split, frame_com, frame_inv_inertia, lambda_in, lambda_out,
+                        delta) -> None:
+    """Stage: non-penetration and static friction of every shape-shape contact on body iterate ``body_q``.
+
+    ``frame_com``, ``frame_inv_inertia``: the bodies' frames on that iterate (``eval_body_frames``).
+    """
     if contacts is None or model.body_count == 0 or contacts.rigid_contact_max == 0:
         return
     wp.launch(
         solve_body_contacts_kernel,
         dim=contacts.rigid_contact_max,
-        inputs=[body_q, state_in.body_q, model.body_com, model.body_inv_mass, model.body_inv_inertia, split,
+        inputs=[body_q, state_in.body_q, frame_com, frame_inv_inertia, model.body_inv_mass, split,
                 model.shape_body, model.shape_transform, model.shape_type, model.shape_scale,
                 model.shape_source_ptr, model.shape_material_mu, contacts.rigid_contact_count,
                 contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
@@ -393,10 +464,17 @@ def count_pushing_contacts_kernel(
         wp.atomic_add(split, b1, 1.0)
 
 
+# What one contact's velocity iterations need, fixed for the pass (the poses do not move in it):
+# [0:3] the normal n (world, from shape 1 to shape 0), [3:6] r0 x n, [6:9] r1 x n (lever arms from each body's
+# centre of mass), [9:12] and [12:15] the angular velocity change of body 0 and body 1 per unit normal impulse
+# (I_w^-1 (r x n), unsplit), [15] the target normal velocity max(-e v_n(start), 0) [m/s], [16] the split
+# inverse mass along n (w_n; 0: the contact takes no part in the pass).
+contact_velocity_row = wp.types.vector(length=17, dtype=float)
+
+
 @wp.kernel
-def solve_contact_velocities_kernel(
+def prepare_contact_velocities_kernel(
     body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
     body_q_start: wp.array(dtype=wp.transform),
     body_qd_start: wp.array(dtype=wp.spatial_vector),
     body_com: wp.array(dtype=wp.vec3),
@@ -417,44 +495,96 @@ def solve_contact_velocities_kernel(
     contact_normal1: wp.array(dtype=wp.vec3),
     lam: wp.array(dtype=wp.vec2),
     restitution_threshold: float,
+    rows: wp.array(dtype=contact_velocity_row),
+):
+    c = wp.tid()
+    row = contact_velocity_row()
+    if c < contact_count[0]:
+        if lam[c][0] > 0.0:  # only contacts that pushed in the position pass
+            s0 = contact_shape0[c]
+            s1 = contact_shape1[c]
+            b0 = shape_body[s0]
+            b1 = shape_body[s1]
+            thickness = contact_thickness0[c]
+            g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_q, shape_body, shape_transform,
+                                       shape_type, shape_scale, shape_source_ptr, thickness + 1.0, contact_normal1[c])
+            f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
+            f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
+            n = g.normal
+            rn0 = wp.cross(g.p0 - f0.com, n)
+            rn1 = wp.cross(g.p1 - f1.com, n)
+            # the normal velocity the contact points had when the step began (same material points)
+            start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
+            start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
+            v_start = point_velocity(body_q_start, body_qd_start, body_com, b0, start0) - point_velocity(
+                body_q_start, body_qd_start, body_com, b1, start1)
+            vn_start = wp.dot(n, v_start)
+            e = 0.5 * (shape_restitution[s0] + shape_restitution[s1])
+            if vn_start > -restitution_threshold:
+                e = 0.0
+            # body_frame scales by the split factor; the unsplit body moves (add_positional's rule)
+            a0 = f0.inv_inertia * rn0
+            a1 = f1.inv_inertia * rn1
+            if b0 >= 0:
+                a0 = a0 / split[b0]
+            if b1 >= 0:
+                a1 = a1 / split[b1]
+            w_n = f0.inv_mass + wp.dot(rn0, f0.inv_inertia * rn0) + f1.inv_mass + wp.dot(rn1, f1.inv_inertia * rn1)
+            if w_n > 0.0:
+                for i in range(3):
+                    row[i] = n[i]
+                    row[3 + i] = rn0[i]
+                    row[6 + i] = rn1[i]
+                    row[9 + i] = a0[i]
+                    row[12 + i] = a1[i]
+                row[15] = wp.max(-e * vn_start, 0.0)
+                row[16] = w_n
+    rows[c] = row
+
+
+@wp.func
+def row_vec3(row: contact_velocity_row, at: int):
+    return wp.vec3(row[at], row[at + 1], row[at + 2])
+
+
+@wp.func
+def body_velocity(body_qd: wp.array(dtype=wp.spatial_vector), b: int):
+    if b < 0:
+        return wp.spatial_vector()
+    return body_qd[b]
+
+
+@wp.kernel
+def solve_contact_velocities_kernel(
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_inv_mass: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    rows: wp.array(dtype=contact_velocity_row),
     dqd: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
     if c >= contact_count[0]:
         return
-    lam_n = lam[c][0]
-    if lam_n <= 0.0:
-        return  # only contacts that pushed in the position pass
-    s0 = contact_shape0[c]
-    s1 = contact_shape1[c]
-    b0 = shape_body[s0]
-    b1 = shape_body[s1]
-    thickness = contact_thickness0[c]
-    g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_q, shape_body, shape_transform,
-                               shape_type, shape_scale, shape_source_ptr, thickness + 1.0, contact_normal1[c])
-    f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
-    f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
-    n = g.normal
-    r0 = g.p0 - f0.com
-    r1 = g.p1 - f1.com
-    vn = wp.dot(n, point_velocity(body_q, body_qd, body_com, b0, g.p0) - point_velocity(body_q, body_qd, body_com, b1,
-                                                                                         g.p1))
-    # the normal velocity the contact points had when the step began (same material points)
-    start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
-    start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
-    v_start = point_velocity(body_q_start, body_qd_start, body_com, b0, start0) - point_velocity(
-        body_q_start, body_qd_start, body_com, b1, start1)
-    vn_start = wp.dot(n, v_start)
-    e = 0.5 * (shape_restitution[s0] + shape_restitution[s1])
-    if vn_start > -restitution_threshold:
-        e = 0.0
-    w_n = positional_inv_mass(f0, r0, n) + positional_inv_mass(f1, r1, n)
+    row = rows[c]
+    w_n = row[16]
     if w_n <= 0.0:
         return
-    impulse = n * ((wp.max(-e * vn_start, 0.0) - vn) / w_n)
-    # velocities change by the impulse's correction per unit time (add_positional's units are impulse * w)
-    add_positional(dqd, b0, f0, split, r0, impulse)
-    add_positional(dqd, b1, f1, split, r1, -impulse)
+    b0 = shape_body[contact_shape0[c]]
+    b1 = shape_body[contact_shape1[c]]
+    n = row_vec3(row, 0)
+    qd0 = body_velocity(body_qd, b0)
+    qd1 = body_velocity(body_qd, b1)
+    # n . (v + omega x r) = n . v + omega . (r x n)
+    vn = (wp.dot(n, wp.spatial_top(qd0)) + wp.dot(wp.spatial_bottom(qd0), row_vec3(row, 3))
+          - wp.dot(n, wp.spatial_top(qd1)) - wp.dot(wp.spatial_bottom(qd1), row_vec3(row, 6)))
+    j = (row[15] - vn) / w_n
+    if b0 >= 0:
+        wp.atomic_add(dqd, b0, wp.spatial_vector(n * (j * body_inv_mass[b0]), row_vec3(row, 9) * j))
+    if b1 >= 0:
+        wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
 
 
 @wp.kernel
@@ -467,14 +597,15 @@ def add_velocity_corrections_kernel(
     qd_out[b] = qd[b] + dqd[b]
 
 
-def solve_contact_velocities(model, state_in, body_q, body_qd, contacts, lam, split, dqd, restitution_threshold: float,
-                             exponent: float, dt: float, body_qd_out) -> None:
+def solve_contact_velocities(model, state_in, body_q, body_qd, contacts, lam, split, rows, dqd,
+                             restitution_threshold: float, exponent: float, dt: float, body_qd_out) -> None:
     """Stage: restitution of the contacts that pushed, ``len(dqd)`` Jacobi iterations, into ``body_qd_out``.
 
     ``body_q``: the solved poses; ``body_qd``: (iterations, bodies) velocity iterates, row 0 the
     velocities recovered from the poses; ``dqd``: (iterations, bodies) their changes; ``lam``: the
     contacts' final multipliers; ``split``: scratch for this pass's splitting factors (the contacts
-    that pushed, to the power ``exponent``).
+    that pushed, to the power ``exponent``); ``rows``: one ``contact_velocity_row`` per contact,
+    the geometry the iterations share (computed once: the poses do not move in this pass).
     """
     if model.body_count == 0:
         return
@@ -489,18 +620,25 @@ def solve_contact_velocities(model, state_in, body_q, body_qd, contacts, lam, sp
                   outputs=[split], device=model.device)
         wp.launch(split_factors_kernel, dim=model.body_count, inputs=[float(exponent)], outputs=[split],
                   device=model.device)
+        wp.launch(
+            prepare_contact_velocities_kernel,
+            dim=contacts.rigid_contact_max,
+            inputs=[body_q, state_in.body_q, state_in.body_qd, model.body_com, model.body_inv_mass,
+                    model.body_inv_inertia, split, model.shape_body, model.shape_transform, model.shape_type,
+                    model.shape_scale, model.shape_source_ptr, model.shape_material_restitution,
+                    contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                    contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
+                    contacts.rigid_contact_normal1, lam, float(restitution_threshold)],
+            outputs=[rows],
+            device=model.device,
+        )
     for k in range(iterations):
         if active:
             wp.launch(
                 solve_contact_velocities_kernel,
                 dim=contacts.rigid_contact_max,
-                inputs=[body_q, body_qd[k], state_in.body_q, state_in.body_qd, model.body_com, model.body_inv_mass,
-                        model.body_inv_inertia, split, model.shape_body, model.shape_transform, model.shape_type,
-                        model.shape_scale, model.shape_source_ptr, model.shape_material_restitution,
-                        contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                        contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
-                        contacts.rigid_contact_normal1, lam,
-                        float(restitution_threshold)],
+                inputs=[body_qd[k], model.body_inv_mass, model.shape_body, contacts.rigid_contact_count,
+                        contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, rows],
                 outputs=[dqd[k]],
                 device=model.device,
             )

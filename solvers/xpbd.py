@@ -53,7 +53,7 @@ from .constraints import (
     solve_tet_constraints,
     solve_triangle_constraints,
 )
-from .constraints.body_contact import contact_velocity_row
+from .constraints.restitution import contact_velocity_row
 from .constraints.joints import vec8 as joint_multipliers
 from .forces import apply_control_forces, apply_control_wrenches
 from .solver import SolverBase

@@ -6,12 +6,12 @@ from .body_contact import (
     count_body_constraints,
     eval_body_frames,
     solve_body_contacts,
-    solve_contact_velocities,
 )
 from .contact import solve_particle_contacts, solve_shape_contacts
 from .distance import solve_distance_constraints
 from .jacobi import apply_corrections, jacobi_scales
 from .joints import apply_joint_efforts, joint_rows_per_body, solve_joints
+from .restitution import solve_contact_velocities
 from .tetrahedra import solve_tet_constraints
 from .triangles import solve_triangle_constraints
 

@@ -1,0 +1,220 @@
+"""The restitution pass of rigid contacts (Müller et al. 2020, 3.5), after the velocities are recovered.
+
+Every shape-shape contact that pushed in the position pass (lambda_n > 0) gets the
+normal velocity -e v_n(start of step), or 0 below the solver's
+``restitution_threshold`` [m/s], in ``velocity_iterations`` Jacobi iterations,
+mass-split over the contacts that pushed (a box landing flat needs several
+iterations, a ball one). The poses do not move in this pass, so each contact's
+geometry (normal, lever arms, the bodies' responses to a normal impulse, the
+target velocity) is computed once into a ``contact_velocity_row`` and the
+iterations only read it: a handful of dot products per contact.
+"""
+
+import warp as wp
+
+from ...collision.contact_geometry import rigid_contact_geometry
+from ...kinematics import body_pose, point_velocity
+from .body_contact import body_frame, split_factors_kernel, start_of_step
+
+
+@wp.kernel
+def count_pushing_contacts_kernel(
+    shape_body: wp.array(dtype=wp.int32),
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    lam: wp.array(dtype=wp.vec2),
+    split: wp.array(dtype=float),
+):
+    c = wp.tid()
+    if c >= contact_count[0] or lam[c][0] <= 0.0:
+        return
+    b0 = shape_body[contact_shape0[c]]
+    b1 = shape_body[contact_shape1[c]]
+    if b0 >= 0:
+        wp.atomic_add(split, b0, 1.0)
+    if b1 >= 0:
+        wp.atomic_add(split, b1, 1.0)
+
+
+# What one contact's velocity iterations need, fixed for the pass (the poses do not move in it):
+# [0:3] the normal n (world, from shape 1 to shape 0), [3:6] r0 x n, [6:9] r1 x n (lever arms from each body's
+# centre of mass), [9:12] and [12:15] the angular velocity change of body 0 and body 1 per unit normal impulse
+# (I_w^-1 (r x n), unsplit), [15] the target normal velocity max(-e v_n(start), 0) [m/s], [16] the split
+# inverse mass along n (w_n; 0: the contact takes no part in the pass).
+contact_velocity_row = wp.types.vector(length=17, dtype=float)
+
+
+@wp.kernel
+def prepare_contact_velocities_kernel(
+    body_q: wp.array(dtype=wp.transform),
+    body_q_start: wp.array(dtype=wp.transform),
+    body_qd_start: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    split: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    shape_type: wp.array(dtype=wp.int32),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shape_restitution: wp.array(dtype=float),
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    contact_point0: wp.array(dtype=wp.vec3),
+    contact_thickness0: wp.array(dtype=float),
+    contact_normal1: wp.array(dtype=wp.vec3),
+    lam: wp.array(dtype=wp.vec2),
+    restitution_threshold: float,
+    rows: wp.array(dtype=contact_velocity_row),
+):
+    c = wp.tid()
+    row = contact_velocity_row()
+    if c < contact_count[0]:
+        if lam[c][0] > 0.0:  # only contacts that pushed in the position pass
+            s0 = contact_shape0[c]
+            s1 = contact_shape1[c]
+            b0 = shape_body[s0]
+            b1 = shape_body[s1]
+            thickness = contact_thickness0[c]
+            g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_q, shape_body, shape_transform,
+                                       shape_type, shape_scale, shape_source_ptr, thickness + 1.0, contact_normal1[c])
+            f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
+            f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
+            n = g.normal
+            rn0 = wp.cross(g.p0 - f0.com, n)
+            rn1 = wp.cross(g.p1 - f1.com, n)
+            # the normal velocity the contact points had when the step began (same material points)
+            start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
+            start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
+            v_start = point_velocity(body_q_start, body_qd_start, body_com, b0, start0) - point_velocity(
+                body_q_start, body_qd_start, body_com, b1, start1)
+            vn_start = wp.dot(n, v_start)
+            e = 0.5 * (shape_restitution[s0] + shape_restitution[s1])
+            if vn_start > -restitution_threshold:
+                e = 0.0
+            # body_frame scales by the split factor; the unsplit body moves (add_positional's rule)
+            a0 = f0.inv_inertia * rn0
+            a1 = f1.inv_inertia * rn1
+            if b0 >= 0:
+                a0 = a0 / split[b0]
+            if b1 >= 0:
+                a1 = a1 / split[b1]
+            w_n = f0.inv_mass + wp.dot(rn0, f0.inv_inertia * rn0) + f1.inv_mass + wp.dot(rn1, f1.inv_inertia * rn1)
+            if w_n > 0.0:
+                for i in range(3):
+                    row[i] = n[i]
+                    row[3 + i] = rn0[i]
+                    row[6 + i] = rn1[i]
+                    row[9 + i] = a0[i]
+                    row[12 + i] = a1[i]
+                row[15] = wp.max(-e * vn_start, 0.0)
+                row[16] = w_n
+    rows[c] = row
+
+
+@wp.func
+def row_vec3(row: contact_velocity_row, at: int):
+    return wp.vec3(row[at], row[at + 1], row[at + 2])
+
+
+@wp.func
+def body_velocity(body_qd: wp.array(dtype=wp.spatial_vector), b: int):
+    if b < 0:
+        return wp.spatial_vector()
+    return body_qd[b]
+
+
+@wp.kernel
+def solve_contact_velocities_kernel(
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_inv_mass: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    rows: wp.array(dtype=contact_velocity_row),
+    dqd: wp.array(dtype=wp.spatial_vector),
+):
+    c = wp.tid()
+    if c >= contact_count[0]:
+        return
+    row = rows[c]
+    w_n = row[16]
+    if w_n <= 0.0:
+        return
+    b0 = shape_body[contact_shape0[c]]
+    b1 = shape_body[contact_shape1[c]]
+    n = row_vec3(row, 0)
+    qd0 = body_velocity(body_qd, b0)
+    qd1 = body_velocity(body_qd, b1)
+    # n . (v + omega x r) = n . v + omega . (r x n)
+    vn = (wp.dot(n, wp.spatial_top(qd0)) + wp.dot(wp.spatial_bottom(qd0), row_vec3(row, 3))
+          - wp.dot(n, wp.spatial_top(qd1)) - wp.dot(wp.spatial_bottom(qd1), row_vec3(row, 6)))
+    j = (row[15] - vn) / w_n
+    if b0 >= 0:
+        wp.atomic_add(dqd, b0, wp.spatial_vector(n * (j * body_inv_mass[b0]), row_vec3(row, 9) * j))
+    if b1 >= 0:
+        wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
+
+
+@wp.kernel
+def add_velocity_corrections_kernel(
+    qd: wp.array(dtype=wp.spatial_vector),
+    dqd: wp.array(dtype=wp.spatial_vector),
+    qd_out: wp.array(dtype=wp.spatial_vector),
+):
+    b = wp.tid()
+    qd_out[b] = qd[b] + dqd[b]
+
+
+def solve_contact_velocities(model, state_in, body_q, body_qd, contacts, lam, split, rows, dqd,
+                             restitution_threshold: float, exponent: float, dt: float, body_qd_out) -> None:
+    """Stage: restitution of the contacts that pushed, ``len(dqd)`` Jacobi iterations, into ``body_qd_out``.
+
+    ``body_q``: the solved poses; ``body_qd``: (iterations, bodies) velocity iterates, row 0 the
+    velocities recovered from the poses; ``dqd``: (iterations, bodies) their changes; ``lam``: the
+    contacts' final multipliers; ``split``: scratch for this pass's splitting factors (the contacts
+    that pushed, to the power ``exponent``); ``rows``: one ``contact_velocity_row`` per contact,
+    the geometry the iterations share (computed once: the poses do not move in this pass).
+    """
+    if model.body_count == 0:
+        return
+    iterations = dqd.shape[0]
+    dqd.zero_()
+    active = contacts is not None and contacts.rigid_contact_max > 0
+    if active:
+        split.zero_()
+        wp.launch(count_pushing_contacts_kernel, dim=contacts.rigid_contact_max,
+                  inputs=[model.shape_body, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
+                          contacts.rigid_contact_shape1, lam],
+                  outputs=[split], device=model.device)
+        wp.launch(split_factors_kernel, dim=model.body_count, inputs=[float(exponent)], outputs=[split],
+                  device=model.device)
+        wp.launch(
+            prepare_contact_velocities_kernel,
+            dim=contacts.rigid_contact_max,
+            inputs=[body_q, state_in.body_q, state_in.body_qd, model.body_com, model.body_inv_mass,
+                    model.body_inv_inertia, split, model.shape_body, model.shape_transform, model.shape_type,
+                    model.shape_scale, model.shape_source_ptr, model.shape_material_restitution,
+                    contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                    contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
+                    contacts.rigid_contact_normal1, lam, float(restitution_threshold)],
+            outputs=[rows],
+            device=model.device,
+        )
+    for k in range(iterations):
+        if active:
+            wp.launch(
+                solve_contact_velocities_kernel,
+                dim=contacts.rigid_contact_max,
+                inputs=[body_qd[k], model.body_inv_mass, model.shape_body, contacts.rigid_contact_count,
+                        contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, rows],
+                outputs=[dqd[k]],
+                device=model.device,
+            )
+        out = body_qd[k + 1] if k + 1 < iterations else body_qd_out
+        wp.launch(add_velocity_corrections_kernel, dim=model.body_count, inputs=[body_qd[k], dqd[k]], outputs=[out],
+                  device=model.device)

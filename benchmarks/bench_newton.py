@@ -55,9 +55,9 @@ COMMON_NOTES = [
     "inertia has none)",
     "friction: inertia uses smoothed Coulomb (eps = friction_smoothing); Newton uses min(kf |v_t|, mu f_n) "
     "with its default kf",
-    "particle-particle contact: inertia lists pairs in collide() (HashGrid, each pair once, pairs sharing an "
-    "element excluded); Newton queries its HashGrid inside the force kernel (each pair from both sides, no "
-    "exclusions)",
+    "particle-particle contact: inertia lists pairs in collide() (a cell list searched over half shells, each "
+    "pair once, pairs sharing an element excluded); Newton queries its HashGrid inside the force kernel (each "
+    "pair from both sides, no exclusions)",
     "particle-ground material: Newton averages model.soft_contact_* with the shape's; both are set to "
     "inertia's ground ke/kd/mu",
 ]

@@ -10,9 +10,13 @@ but stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import warp as wp
+
+if TYPE_CHECKING:
+    from .collision.particle_particle import ParticleCellList
 
 
 @wp.kernel
@@ -104,10 +108,10 @@ class Contacts:
             # largest (soft, pair, rigid pair, rigid contact) counts requested since reset_peak(): an
             # overflow in any step of a long run stays visible without a host read per step
             self.peak_counts = wp.zeros(4, dtype=wp.int32)
-        # Hash grid for particle-particle broad phase; created lazily by collide()
-        # (once) so that models without particle contact pay nothing.
+        # Cell list of the particle-particle broad phase (grid_dim^3 buckets); created lazily by
+        # collide() (once) so that models without particle contact pay nothing.
         self.grid_dim = int(grid_dim)
-        self.particle_grid: wp.HashGrid | None = None
+        self.particle_grid: ParticleCellList | None = None
 
     def clear(self) -> None:
         self.soft_contact_count.zero_()
@@ -117,7 +121,7 @@ class Contacts:
 
     def record_peak(self) -> None:
         """Fold this step's counters into ``peak_counts`` (a kernel: no host sync; collide() calls it)."""
-        wp.launch(record_peak_counts, dim=1,
+        wp.launch(record_peak_counts, dim=1, record_tape=False,
                   inputs=[self.soft_contact_count, self.particle_pair_count, self.rigid_pair_count,
                           self.rigid_contact_count],
                   outputs=[self.peak_counts], device=self.device)

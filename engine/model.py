@@ -341,9 +341,10 @@ class Model:
         (a box on a plane uses 4, two boxes face to face 8, the most a pair of boxes can
         request is 40) plus, for each mesh on a body, its vertex count per plane and once
         more (mesh-plane and mesh-box contacts test every vertex). Linear in the number
-        of worlds, also when every world has its own ground plane. ``grid_dim``: cells per
-        axis of the particle hash grid (a grid that wraps around folds far-apart particles,
-        and far-apart worlds, into one cell); default about 16 cells per particle, 16..128.
+        of worlds, also when every world has its own ground plane. ``grid_dim``: buckets per
+        axis of the particle-particle cell list (``grid_dim^3`` buckets, 8 bytes each; cells
+        wrap around it, so far-apart cells share a bucket, which costs time, never pairs);
+        default about 16 buckets per particle, 16..128.
         """
         if soft_contact_max is None:
             soft_contact_max = self.particle_count * min(self.shape_count, 4)

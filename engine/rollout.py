@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from .collision.particle_particle import particle_cell_list
 from .diagnostics import NonFiniteError, first_nonfinite
 from .rollout_layout import Layout
 from .rollout_sizing import RolloutSizing
@@ -410,9 +411,8 @@ class Rollout(RolloutSizing):
             self._seg_caps = caps
             self._graphs.pop("segment", None)  # it replayed the old contact buffers
             self._warm.discard("segment")
-            if fwd.particle_grid is None and model.particle_collide and model.particle_count:
-                d = fwd.grid_dim
-                fwd.particle_grid = wp.HashGrid(d, d, d, device=model.device)
+            if model.particle_collide and model.particle_count:
+                particle_cell_list(model, fwd)  # allocated here, outside the segment's capture
             for c in self._seg_contacts:  # the grid only serves detection: the forward pass's serves all steps
                 c.particle_grid = fwd.particle_grid
         return self._seg_states, self._seg_contacts

@@ -32,7 +32,7 @@ class RolloutSizing:
         lists of one recorded segment (at the forward pass's capacities until a
         backward pass has sized them to the contacts found); ``trajectory``: the
         outputs. Not counted: tape bookkeeping (Python objects) and the particle
-        hash grid (a fixed 2 MiB at the default 64^3 cells, shared by all steps).
+        cell list (8 bytes per bucket, ``grid_dim^3`` of them, and 64 bytes per particle; shared by all steps).
         """
         k = self.checkpoint_every if checkpoint_every is None else int(checkpoint_every)
         row = 4 * self.layout.state_size

@@ -1,8 +1,31 @@
-"""Particle-particle broad phase through ``wp.HashGrid``: each close unordered pair once (i < j)."""
+"""Particle-particle broad phase: a cell list searched over half shells, each close unordered pair once (i < j).
+
+Cells are cubes of edge ``2 * particle_max_radius + contact_margin`` [m], so two particles that can
+interact lie in the same cell or in adjacent ones. A cell (and the particle's world) hashes into one of
+``grid_dim^3`` buckets; the particles are sorted by bucket. Each particle then looks at the particles
+after it in its own cell and at the 13 neighbour cells of one half shell (offsets after (0, 0, 0) in
+(z, y, x) lexicographic order): of two adjacent cells exactly one sees the other as a forward
+neighbour, so every pair is visited once, where a full 27-cell query visits it from both sides.
+Buckets are numbered x fastest, so the cells x - 1 .. x + 1 of a row are consecutive buckets and their
+particles one run of slots: the 13 cells are read as 5 slot ranges (more where x wraps).
+
+Buckets alias (far-apart cells share one): a candidate only counts when its own cell and world are the
+ones being looked at, so aliasing costs time, never a missed or repeated pair. Each world's buckets are
+shifted by a hash of the world index, so worlds stacked at one place (``replicate(spacing=0)``) spread
+over the buckets instead of piling into the same ones.
+"""
 
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
+
+# Detection only selects pairs (the force kernels recompute the geometry and carry the gradients): its
+# kernels are launched off the tape and need no adjoints.
+wp.set_module_options({"enable_backward": False})
+
+# Cell coordinates are clamped to +-2^30 so that neighbour offsets (+-1) stay inside int32; clamping keeps
+# neighbouring cells neighbours, so particles that far out only share cells, costing time.
+CELL_COORD_LIMIT = wp.constant(float(1 << 30))
 
 
 @wp.func
@@ -13,54 +36,295 @@ def shares_element(i: int, j: int, offsets: wp.array(dtype=wp.int32), neighbours
     return False
 
 
+@wp.func
+def cell_coordinate(x: float, cell_width: float):
+    u = x / cell_width
+    if not wp.isfinite(u):
+        u = 0.0  # a blown-up particle still gets a valid cell (its distance test then fails)
+    return int(wp.floor(wp.clamp(u, -CELL_COORD_LIMIT, CELL_COORD_LIMIT)))
+
+
+@wp.func
+def wrap(c: int, dim: int):
+    m = c % dim  # C remainder: negative for negative c
+    if m < 0:
+        m += dim
+    return m
+
+
+@wp.func
+def wrap_step(c: int, dim: int):
+    """``wrap`` for c in [-1, dim], without a division."""
+    if c < 0:
+        return c + dim
+    if c >= dim:
+        return c - dim
+    return c
+
+
+@wp.func
+def wrap_sum(a: int, b: int, dim: int):
+    """``wrap(a + b)`` for a, b in [0, dim), without a division."""
+    c = a + b
+    if c >= dim:
+        c -= dim
+    return c
+
+
+@wp.func
+def world_shift(world: int, multiplier: wp.int64, dim: int):
+    return int(wrap(int((wp.int64(world) * multiplier) % wp.int64(dim)), dim))
+
+
 @wp.kernel
-def detect_particle_pairs_kernel(
-    grid: wp.uint64,
+def assign_buckets_kernel(
     particle_q: wp.array(dtype=wp.vec3),
-    particle_radius: wp.array(dtype=float),
     particle_flags: wp.array(dtype=wp.int32),
     particle_world: wp.array(dtype=wp.int32),
+    cell_width: float,
+    dim: int,
+    cells: wp.array(dtype=wp.vec4i),
+    keys: wp.array(dtype=wp.int32),
+    ids: wp.array(dtype=wp.int32),
+):
+    i = wp.tid()
+    x = particle_q[i]
+    w = particle_world[i]
+    cx = cell_coordinate(x[0], cell_width)
+    cy = cell_coordinate(x[1], cell_width)
+    cz = cell_coordinate(x[2], cell_width)
+    cells[i] = wp.vec4i(cx, cy, cz, w)
+    ids[i] = i
+    if (particle_flags[i] & PARTICLE_FLAG_ACTIVE) != 0:
+        bx = wrap(cx, dim)
+        by = wrap(cy, dim)
+        bz = wrap(cz, dim)
+        if w != 0:  # one shift per world keeps a world's neighbouring cells in neighbouring buckets
+            bx = wrap_sum(bx, world_shift(w, wp.int64(73856093), dim), dim)
+            by = wrap_sum(by, world_shift(w, wp.int64(19349663), dim), dim)
+            bz = wrap_sum(bz, world_shift(w, wp.int64(83492791), dim), dim)
+        keys[i] = (bz * dim + by) * dim + bx  # x fastest, as the builders lay particles out
+    else:
+        keys[i] = dim * dim * dim  # past every bucket: inactive particles sort last and are never looked at
+
+
+@wp.kernel
+def index_sorted_particles_kernel(
+    keys: wp.array(dtype=wp.int32),
+    ids: wp.array(dtype=wp.int32),
+    cells: wp.array(dtype=wp.vec4i),
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_radius: wp.array(dtype=float),
+    n: int,
+    num_buckets: int,
+    bucket_slots: wp.array(dtype=wp.vec2i),
+    sorted_xr: wp.array(dtype=wp.vec4),
+    sorted_cell: wp.array(dtype=wp.vec4i),
+):
+    s = wp.tid()
+    # the first slot of a bucket's run writes the run's slot range (buckets left empty stay (0, 0) from the
+    # clear before this kernel)
+    b = keys[s]
+    first = s == 0
+    if not first:
+        first = keys[s - 1] != b
+    if first and b < num_buckets:
+        t = s + 1
+        while t < n and keys[t] == b:
+            t += 1
+        bucket_slots[b] = wp.vec2i(s, t)
+    # the particles' data in slot order: a bucket's candidates are then read contiguously
+    i = ids[s]
+    x = particle_q[i]
+    sorted_xr[s] = wp.vec4(x[0], x[1], x[2], particle_radius[i])
+    sorted_cell[s] = cells[i]
+
+
+@wp.func
+def run_of_three(b: int, bucket_slots: wp.array(dtype=wp.vec2i)):
+    """The slot range of buckets b, b + 1, b + 2 together (contiguous: the slots are sorted by bucket)."""
+    r0 = bucket_slots[b]
+    r1 = bucket_slots[b + 1]
+    r2 = bucket_slots[b + 2]
+    t0 = r2[0]
+    if r1[1] > 0:
+        t0 = r1[0]
+    if r0[1] > 0:
+        t0 = r0[0]
+    return wp.vec2i(t0, wp.max(wp.max(r0[1], r1[1]), r2[1]))
+
+
+@wp.func
+def add_close_pairs(
+    t0: int,
+    t1: int,
+    x_lo: int,
+    x_hi: int,
+    ci: wp.vec4i,
+    dy: int,
+    dz: int,
+    i: int,
+    xri: wp.vec4,
+    ids: wp.array(dtype=wp.int32),
+    sorted_xr: wp.array(dtype=wp.vec4),
+    sorted_cell: wp.array(dtype=wp.vec4i),
     exclusion_offsets: wp.array(dtype=wp.int32),
     exclusions: wp.array(dtype=wp.int32),
-    max_radius: float,
     margin: float,
     pair_max: int,
     pair_count: wp.array(dtype=wp.int32),
     pairs: wp.array(dtype=wp.vec2i),
 ):
-    i = wp.tid()
-    if (particle_flags[i] & PARTICLE_FLAG_ACTIVE) == 0:
-        return
-    xi = particle_q[i]
-    ri = particle_radius[i]
-    query = wp.hash_grid_query(grid, xi, ri + max_radius + margin)
-    j = int(0)
-    while wp.hash_grid_query_next(query, j):
-        if j > i and (particle_flags[j] & PARTICLE_FLAG_ACTIVE) != 0 and particle_world[j] == particle_world[i]:
-            if wp.length(particle_q[j] - xi) < ri + particle_radius[j] + margin:
+    """Pairs of i with the particles of slots [t0, t1) in cells (x_lo..x_hi, ci.y + dy, ci.z + dz) of i's world."""
+    for t in range(t0, t1):
+        cj = sorted_cell[t]
+        # the slots' buckets may also hold other cells and worlds that hash to them
+        if cj[1] == ci[1] + dy and cj[2] == ci[2] + dz and cj[3] == ci[3] and cj[0] >= x_lo and cj[0] <= x_hi:
+            xrj = sorted_xr[t]
+            d = wp.vec3(xrj[0] - xri[0], xrj[1] - xri[1], xrj[2] - xri[2])
+            reach = xri[3] + xrj[3] + margin
+            if wp.dot(d, d) < reach * reach:
+                j = ids[t]
                 if not shares_element(i, j, exclusion_offsets, exclusions):
-                    slot = wp.atomic_add(pair_count, 0, 1)
+                    slot = wp.atomic_add(pair_count, 0, 1)  # keeps counting past capacity: overflow is reported
                     if slot < pair_max:
-                        pairs[slot] = wp.vec2i(i, j)
+                        pairs[slot] = wp.vec2i(wp.min(i, j), wp.max(i, j))
+
+
+@wp.kernel
+def detect_particle_pairs_kernel(
+    keys: wp.array(dtype=wp.int32),
+    ids: wp.array(dtype=wp.int32),
+    bucket_slots: wp.array(dtype=wp.vec2i),
+    sorted_xr: wp.array(dtype=wp.vec4),
+    sorted_cell: wp.array(dtype=wp.vec4i),
+    dim: int,
+    exclusion_offsets: wp.array(dtype=wp.int32),
+    exclusions: wp.array(dtype=wp.int32),
+    margin: float,
+    pair_max: int,
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+):
+    s = wp.tid()  # a sorted slot: neighbouring threads read neighbouring buckets
+    b = keys[s]
+    if b >= dim * dim * dim:
+        return  # inactive
+    bx = b % dim
+    by = (b // dim) % dim
+    bz = b // (dim * dim)
+    i = ids[s]
+    xri = sorted_xr[s]
+    ci = sorted_cell[s]
+    # own row: the rest of the own cell, then the cell at x + 1 (the next bucket unless x wraps)
+    if bx + 1 < dim:
+        t1 = wp.max(bucket_slots[b][1], bucket_slots[b + 1][1])
+        add_close_pairs(s + 1, t1, ci[0], ci[0] + 1, ci, 0, 0, i, xri, ids, sorted_xr, sorted_cell,
+                        exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
+    else:
+        add_close_pairs(s + 1, bucket_slots[b][1], ci[0], ci[0], ci, 0, 0, i, xri, ids, sorted_xr, sorted_cell,
+                        exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
+        r = bucket_slots[b - bx]  # x + 1 wraps to the row's first bucket
+        add_close_pairs(r[0], r[1], ci[0] + 1, ci[0] + 1, ci, 0, 0, i, xri, ids,
+                        sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
+    # the other forward rows (dy, dz) = (1, 0), (-1, 1), (0, 1), (1, 1), three cells each (x - 1 .. x + 1)
+    for k in range(4):
+        dy = 1
+        dz = 1
+        if k == 0:
+            dz = 0
+        else:
+            dy = k - 2
+        row = (wrap_step(bz + dz, dim) * dim + wrap_step(by + dy, dim)) * dim
+        if bx >= 1 and bx + 1 < dim:  # three consecutive buckets: one slot range
+            r = run_of_three(row + bx - 1, bucket_slots)
+            add_close_pairs(r[0], r[1], ci[0] - 1, ci[0] + 1, ci, dy, dz,
+                            i, xri, ids, sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max,
+                            pair_count, pairs)
+        else:
+            for dx in range(-1, 2):
+                r = bucket_slots[row + wrap_step(bx + dx, dim)]
+                add_close_pairs(r[0], r[1], ci[0] + dx, ci[0] + dx, ci, dy, dz, i, xri,
+                                ids, sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max,
+                                pair_count, pairs)
+
+
+class ParticleCellList:
+    """The particles sorted by cell bucket, rebuilt by every ``collide()`` into buffers allocated once.
+
+    Per sorted slot: ``keys`` / ``ids`` (int32, ``2 * particle_count``: the radix sort's scratch is the
+    upper half) the bucket and the particle index, ``sorted_xr`` (vec4: position [m], radius [m]) and
+    ``sorted_cell`` (vec4i: integer cell coordinates, world). Per particle: ``cells`` (vec4i, unsorted).
+    ``bucket_slots`` (vec2i, ``grid_dim^3``): each bucket's slot range [first, end), (0, 0) when empty.
+    One list may serve many :class:`inertia.Contacts` of the same model (a rollout's per-step contacts).
+    """
+
+    def __init__(self, particle_count: int, grid_dim: int, device=None):
+        particle_count, grid_dim = int(particle_count), int(grid_dim)
+        if particle_count < 0:
+            raise ValueError(f"ParticleCellList: particle_count must be >= 0, got {particle_count}")
+        if grid_dim < 1 or grid_dim ** 3 >= 2 ** 31 - 1:
+            raise ValueError(f"ParticleCellList: grid_dim must be in 1..1290 (grid_dim^3 buckets, int32), "
+                             f"got {grid_dim}")
+        self.device = wp.get_device(device)
+        self.particle_count = particle_count
+        self.grid_dim = grid_dim
+        self.num_buckets = grid_dim ** 3
+        # the keys span 0..num_buckets (inactive particles): sorting only those bits saves radix passes
+        self.key_bits = self.num_buckets.bit_length()
+        n = max(1, particle_count)
+        with wp.ScopedDevice(self.device):
+            self.keys = wp.zeros(2 * n, dtype=wp.int32)
+            self.ids = wp.zeros(2 * n, dtype=wp.int32)
+            self.cells = wp.zeros(n, dtype=wp.vec4i)
+            self.sorted_xr = wp.zeros(n, dtype=wp.vec4)
+            self.sorted_cell = wp.zeros(n, dtype=wp.vec4i)
+            self.bucket_slots = wp.zeros(self.num_buckets, dtype=wp.vec2i)
+
+    def build(self, particle_q, particle_radius, particle_flags, particle_world, cell_width: float) -> None:
+        """Sort the particles by bucket of their cell of edge ``cell_width`` [m]; capturable, allocates nothing."""
+        n = self.particle_count
+        if n == 0:
+            return
+        wp.launch(assign_buckets_kernel, dim=n, device=self.device, record_tape=False,
+                  inputs=[particle_q, particle_flags, particle_world, cell_width, self.grid_dim],
+                  outputs=[self.cells, self.keys, self.ids])
+        wp.utils.radix_sort_pairs(self.keys, self.ids, n, 0, self.key_bits)
+        self.bucket_slots.zero_()
+        wp.launch(index_sorted_particles_kernel, dim=n, device=self.device, record_tape=False,
+                  inputs=[self.keys, self.ids, self.cells, particle_q, particle_radius, n, self.num_buckets],
+                  outputs=[self.bucket_slots, self.sorted_xr, self.sorted_cell])
+
+
+def particle_cell_list(model, contacts) -> ParticleCellList:
+    """``contacts.particle_grid``, created on first use (allocates: call it once outside graph capture)."""
+    grid = contacts.particle_grid
+    if grid is None:
+        grid = contacts.particle_grid = ParticleCellList(model.particle_count, contacts.grid_dim, model.device)
+    elif grid.particle_count != model.particle_count:
+        raise ValueError(f"collide(): these contacts' particle cell list holds {grid.particle_count} particles, "
+                         f"the model {model.particle_count}: use contacts made by this model's contacts()")
+    return grid
 
 
 def detect_particle_pairs(model, state, contacts) -> None:
-    """Stage: rebuild the hash grid on the current positions, then list the close pairs."""
+    """Stage: rebuild the cell list on the current positions, then list the close pairs."""
     if not model.particle_collide or model.particle_count < 2 or contacts.particle_pair_max == 0:
         return
-    if contacts.particle_grid is None:
-        d = contacts.grid_dim
-        contacts.particle_grid = wp.HashGrid(d, d, d, device=model.device)
-    cell = 2.0 * model.particle_max_radius + model.contact_margin
-    contacts.particle_grid.build(state.particle_q, cell)
+    cell_width = 2.0 * model.particle_max_radius + model.contact_margin
+    if not cell_width > 0.0:
+        return  # point particles without margin: no distance is below a reach of 0
+    grid = particle_cell_list(model, contacts)
+    grid.build(state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, cell_width)
     wp.launch(
         detect_particle_pairs_kernel,
         dim=model.particle_count,
         inputs=[
-            contacts.particle_grid.id, state.particle_q, model.particle_radius, model.particle_flags,
-            model.particle_world, model.particle_exclusion_offsets, model.particle_exclusions,
-            model.particle_max_radius, model.contact_margin, contacts.particle_pair_max,
+            grid.keys, grid.ids, grid.bucket_slots, grid.sorted_xr, grid.sorted_cell, grid.grid_dim,
+            model.particle_exclusion_offsets, model.particle_exclusions, model.contact_margin,
+            contacts.particle_pair_max,
         ],
         outputs=[contacts.particle_pair_count, contacts.particle_pair],
         device=model.device,
+        record_tape=False,
     )

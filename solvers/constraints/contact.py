@@ -124,22 +124,17 @@ def solve_shape_contacts_kernel(
     add_positional(body_delta, b, fb, body_split, rb, -impulse)
 
 
-@wp.kernel
-def solve_particle_contacts_kernel(
+@wp.func
+def solve_particle_pair(
     x: wp.array(dtype=wp.vec3),
     x_start: wp.array(dtype=wp.vec3),
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    i: int,
+    j: int,
     mu: float,
     delta: wp.array(dtype=wp.vec3),
 ):
-    c = wp.tid()
-    if c >= pair_count[0]:
-        return
-    i = pairs[c][0]
-    j = pairs[c][1]
     wi = inv_mass[i]
     wj = inv_mass[j]
     w = wi + wj
@@ -157,6 +152,26 @@ def solve_particle_contacts_kernel(
     # split by inverse mass: equal and opposite impulses, so momentum is conserved
     wp.atomic_add(delta, i, corr * (wi / w))
     wp.atomic_sub(delta, j, corr * (wj / w))
+
+
+@wp.kernel
+def solve_particle_contacts_kernel(
+    x: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+    pair_max: int,
+    stride: int,
+    mu: float,
+    delta: wp.array(dtype=wp.vec3),
+):
+    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per particle and
+    # mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
+    t = wp.tid()
+    for c in range(t, wp.min(pair_count[0], pair_max), stride):
+        solve_particle_pair(x, x_start, radius, inv_mass, pairs[c][0], pairs[c][1], mu, delta)
 
 
 def solve_shape_contacts(model, state_in, x, contacts, delta, body_q, body_split, body_delta) -> None:
@@ -182,11 +197,13 @@ def solve_shape_contacts(model, state_in, x, contacts, delta, body_q, body_split
 def solve_particle_contacts(model, state_in, x, contacts, delta) -> None:
     if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
         return
+    threads = min(model.particle_count, contacts.particle_pair_max)
     wp.launch(
         solve_particle_contacts_kernel,
-        dim=contacts.particle_pair_max,
+        dim=threads,
         inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
-                contacts.particle_pair_count, contacts.particle_pair, model.particle_mu],
+                contacts.particle_pair_count, contacts.particle_pair, contacts.particle_pair_max, threads,
+                model.particle_mu],
         outputs=[delta],
         device=model.device,
     )

@@ -193,14 +193,14 @@ def particle_shape_contact_kernel(
         wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
 
 
-@wp.kernel
-def particle_pair_contact_kernel(
+@wp.func
+def particle_pair_force(
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    i: int,
+    j: int,
     ke: float,
     kd: float,
     mu: float,
@@ -209,11 +209,6 @@ def particle_pair_contact_kernel(
     dt: float,
     f: wp.array(dtype=wp.vec3),
 ):
-    c = wp.tid()
-    if c >= pair_count[0]:
-        return
-    i = pairs[c][0]
-    j = pairs[c][1]
     w = inv_mass[i] + inv_mass[j]
     if w == 0.0:
         return
@@ -230,6 +225,33 @@ def particle_pair_contact_kernel(
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)
     wp.atomic_sub(f, j, fc)
+
+
+@wp.kernel
+def particle_pair_contact_kernel(
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    pair_count: wp.array(dtype=wp.int32),
+    pairs: wp.array(dtype=wp.vec2i),
+    pair_max: int,
+    stride: int,
+    ke: float,
+    kd: float,
+    mu: float,
+    friction_eps: float,
+    smoothing: float,
+    dt: float,
+    f: wp.array(dtype=wp.vec3),
+):
+    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is
+    # ~12 per particle and mostly empty (a cloth has none), and even an idle thread costs its share in the
+    # adjoint kernel
+    t = wp.tid()
+    for c in range(t, wp.min(pair_count[0], pair_max), stride):
+        particle_pair_force(x, v, radius, inv_mass, pairs[c][0], pairs[c][1], ke, kd, mu, friction_eps, smoothing,
+                            dt, f)
 
 
 def eval_particle_shape_contact_forces(model, state, contacts, dt: float, particle_f, body_f) -> None:
@@ -255,12 +277,13 @@ def eval_particle_shape_contact_forces(model, state, contacts, dt: float, partic
 def eval_particle_pair_contact_forces(model, state, contacts, dt: float, particle_f) -> None:
     if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
         return
+    threads = min(model.particle_count, contacts.particle_pair_max)
     wp.launch(
         particle_pair_contact_kernel,
-        dim=contacts.particle_pair_max,
+        dim=threads,
         inputs=[
             state.particle_q, state.particle_qd, model.particle_radius, model.particle_inv_mass,
-            contacts.particle_pair_count, contacts.particle_pair,
+            contacts.particle_pair_count, contacts.particle_pair, contacts.particle_pair_max, threads,
             model.particle_ke, model.particle_kd, model.particle_mu, model.friction_smoothing,
             model.contact_smoothing, dt,
         ],

@@ -53,8 +53,8 @@ from .constraints import (
     solve_tet_constraints,
     solve_triangle_constraints,
 )
-from .constraints.restitution import contact_velocity_row
 from .constraints.joints import vec8 as joint_multipliers
+from .constraints.restitution import contact_velocity_row
 from .forces import apply_control_forces, apply_control_wrenches
 from .solver import SolverBase
 
@@ -81,7 +81,7 @@ class _BodyBuffers:
             # each iterate's body frames for the contacts (centre of mass, split world inverse inertia)
             self.frame_com = wp.zeros((k + 1, nb), dtype=wp.vec3, requires_grad=g)
             self.frame_inv_inertia = wp.zeros((k + 1, nb), dtype=wp.mat33, requires_grad=g)
-            # the restitution pass's per-contact geometry (constraints.body_contact.contact_velocity_row)
+            # the restitution pass's per-contact geometry (constraints.restitution.contact_velocity_row)
             self.contact_rows = wp.zeros(nc, dtype=contact_velocity_row, requires_grad=g)
             self.joint_lambda = wp.zeros((k + 1, nj), dtype=joint_multipliers, requires_grad=g)
             # mass-splitting counts of the position and the velocity pass (integers: no gradient)

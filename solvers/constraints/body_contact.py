@@ -83,6 +83,24 @@ class BodyFrame:
 
 
 @wp.func
+def world_frame(pose: wp.transform, com: wp.vec3, inv_inertia: wp.mat33, split: float):
+    """(centre of mass in world, split world inverse inertia) of a body at ``pose``."""
+    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
+    return wp.transform_point(pose, com), rot * inv_inertia * wp.transpose(rot) * split
+
+
+@wp.func
+def static_frame():
+    """The world's frame: nothing gives."""
+    f = BodyFrame()
+    f.pose = wp.transform_identity()
+    f.com = wp.vec3(0.0)
+    f.inv_mass = 0.0
+    f.inv_inertia = wp.mat33(0.0)
+    return f
+
+
+@wp.func
 def body_frame(
     body_q: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
@@ -91,27 +109,15 @@ def body_frame(
     split: wp.array(dtype=float),
     b: int,
 ):
-    f = BodyFrame()
-    f.pose = wp.transform_identity()
-    f.com = wp.vec3(0.0)
-    f.inv_mass = 0.0
-    f.inv_inertia = wp.mat33(0.0)
+    f = static_frame()
     if b >= 0:
         pose = body_q[b]
-        n = split[b]
-        rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
+        com, inv_inertia = world_frame(pose, body_com[b], body_inv_inertia[b], split[b])
         f.pose = pose
-        f.com = wp.transform_point(pose, body_com[b])
-        f.inv_mass = body_inv_mass[b] * n
-        f.inv_inertia = rot * body_inv_inertia[b] * wp.transpose(rot) * n
+        f.com = com
+        f.inv_mass = body_inv_mass[b] * split[b]
+        f.inv_inertia = inv_inertia
     return f
-
-
-@wp.func
-def world_frame(pose: wp.transform, com: wp.vec3, inv_inertia: wp.mat33, split: float):
-    """(centre of mass in world, split world inverse inertia) of a body at ``pose``."""
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
-    return wp.transform_point(pose, com), rot * inv_inertia * wp.transpose(rot) * split
 
 
 @wp.kernel
@@ -152,11 +158,7 @@ def cached_body_frame(
     b: int,
 ):
     """``body_frame`` from the frames ``eval_body_frames`` wrote for this iterate."""
-    f = BodyFrame()
-    f.pose = wp.transform_identity()
-    f.com = wp.vec3(0.0)
-    f.inv_mass = 0.0
-    f.inv_inertia = wp.mat33(0.0)
+    f = static_frame()
     if b >= 0:
         f.pose = body_q[b]
         f.com = frame_com[b]

@@ -25,16 +25,27 @@ parameters stay identical everywhere (checked at the end). The USD holds rank
     python examples/distributed.py --procs 1 --worlds 8   # the same fit in one process
 
 The processes are started with ``torch.multiprocessing.spawn`` from this
-script and meet over TCP on 127.0.0.1 (gloo); no ``torchrun`` needed.
+script; no ``torchrun`` needed. They rendezvous through a file store
+(``init_method="file://..."``, a fresh file in a new temporary directory, or
+``--rendezvous PATH``: no port is picked, closed and hoped to be free again)
+and gloo then connects them over TCP on the loopback device (127.0.0.1).
+Every process waits for the others (``dist.barrier``) before it leaves the
+group, so no process tears down a connection another still uses.
+``--log-dir DIR`` sends each process's stderr (Python tracebacks,
+``PYTHONFAULTHANDLER`` dumps, native aborts) to ``DIR/rank<r>.stderr`` and
+``--result-dir DIR`` saves each process's result to ``DIR/rank<r>.pt``
+(tests/test_distributed.py uses both).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
 import os
-import socket
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -60,7 +71,13 @@ def parse_args(argv=None):
     p.add_argument("--true-ke", type=float, default=4.0, help="true drive stiffness [N m/rad]")
     p.add_argument("--guess-mu", type=float, default=0.8, help="initial guess of the friction coefficient")
     p.add_argument("--guess-ke", type=float, default=1.5, help="initial guess of the drive stiffness [N m/rad]")
-    p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 for the gloo rendezvous (0: any free)")
+    p.add_argument("--rendezvous", default=None, metavar="PATH",
+                   help="file for the process group's rendezvous (file:// store; must not exist yet; default: a "
+                        "fresh file in a new temporary directory, removed at the end)")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds a process waits for the others in any collective before it fails")
+    p.add_argument("--log-dir", default=None, help="write each process's stderr to LOG_DIR/rank<r>.stderr")
+    p.add_argument("--result-dir", default=None, help="save each process's result to RESULT_DIR/rank<r>.pt")
     args = p.parse_args(argv)
     if args.procs < 1 or args.worlds < 1 or args.worlds % args.procs:
         p.error(f"--worlds ({args.worlds}) must be a positive multiple of --procs ({args.procs})")
@@ -191,37 +208,60 @@ def train(rank: int, procs: int, args) -> dict:
 
 
 # ------------------------------------------------------------------ processes
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def redirect_stderr(path: str) -> None:
+    """Point this process's file descriptor 2 at ``path``: Python's tracebacks, faulthandler's dumps
+    (``PYTHONFAULTHANDLER=1``) and whatever native code (gloo, a C++ std::terminate) prints land there."""
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
-def run_rank(rank: int, procs: int, port: int, args, result_dir: str | None = None) -> dict:
-    """Join the process group (gloo over TCP on 127.0.0.1), train, leave; optionally save the result."""
-    # the loopback device: no network needed (Linux names it lo, macOS lo0)
+def run_rank(rank: int, procs: int, rendezvous: str, args) -> dict:
+    """Join the process group (gloo; a file store at ``rendezvous``), train, wait for every process, leave;
+    optionally save the result."""
+    if args.log_dir is not None:
+        os.makedirs(args.log_dir, exist_ok=True)
+        redirect_stderr(os.path.join(args.log_dir, f"rank{rank}.stderr"))
+    # gloo's connections: the loopback device, no network needed (Linux names it lo, macOS lo0)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")
     if procs > 1:  # spawned: the processes share the machine's cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // procs))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)
+    dist.init_process_group("gloo", init_method=f"file://{os.path.abspath(rendezvous)}", rank=rank,
+                            world_size=procs, timeout=datetime.timedelta(seconds=args.timeout))
     try:
         result = train(rank, procs, args)
+        # nobody leaves while another process may still talk to it (rank 0 writes the USD after the last
+        # collective; a peer closing its connections under a pending operation aborts gloo)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
-    if result_dir is not None:
-        torch.save({k: v for k, v in result.items() if k != "summary"}, os.path.join(result_dir, f"rank{rank}.pt"))
+    if args.result_dir is not None:
+        os.makedirs(args.result_dir, exist_ok=True)
+        torch.save({k: v for k, v in result.items() if k != "summary"},
+                   os.path.join(args.result_dir, f"rank{rank}.pt"))
     return result
 
 
-def launch(args, result_dir: str | None = None):
+def launch(args):
     """Run ``args.procs`` processes (spawned; one process runs here). Returns rank 0's result when in-process."""
-    port = args.port or free_port()
-    if args.procs == 1:
-        return run_rank(0, 1, port, args, result_dir)
-    import torch.multiprocessing as mp
+    scratch = None
+    rendezvous = args.rendezvous
+    if rendezvous is None:  # a file no other run can be using
+        scratch = tempfile.mkdtemp(prefix="inertia-distributed-")
+        rendezvous = os.path.join(scratch, "rendezvous")
+    elif os.path.exists(rendezvous):
+        raise SystemExit(f"--rendezvous {rendezvous} exists (left by another run?): give a fresh path")
+    try:
+        if args.procs == 1:
+            return run_rank(0, 1, rendezvous, args)
+        import torch.multiprocessing as mp
 
-    mp.spawn(run_rank, args=(args.procs, port, args, result_dir), nprocs=args.procs, join=True)
-    return None
+        mp.spawn(run_rank, args=(args.procs, rendezvous, args), nprocs=args.procs, join=True)
+        return None
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv=None):

@@ -9,33 +9,84 @@ the float32 sum over worlds of the shared parameters' gradient: one sum of
 ``dist.all_reduce``. Float32 summation of a handful of terms of one sign
 differs by a few units in the last place (relative 1e-7 .. 1e-6), so the
 tolerance is a relative 1e-5.
+
+Both runs are the example as a user starts it, ``python examples/distributed.py``,
+in subprocesses with a timeout (this process never joins a process group):
+they rendezvous through a file store in ``tmp_path`` (no TCP port picked,
+closed and reused), every process waits at a barrier before it leaves the
+group, and each process's stderr goes to its own file (with
+``PYTHONFAULTHANDLER=1`` and ``TORCH_SHOW_CPP_STACKTRACES=1``: Python and C++
+stacks of a crash), shown in the assertion message when a run fails.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import distributed  # noqa: E402
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "distributed.py")
 WORLDS_PER_PROCESS = 2
+FRAMES = 12
+# warm, a run takes ~5 s; with a cold kernel cache on 2 cores the processes compile the rollout's kernels first
+TIMEOUT_S = 420
 
 
-def tiny_args(procs: int, out: str):
-    return distributed.parse_args(["--procs", str(procs), "--worlds", str(2 * WORLDS_PER_PROCESS), "--iters", "1",
-                                   "--frames", "12", "--out", out, "--quiet"])
+def start(procs: int, run_dir):
+    """Start the example with ``procs`` processes on 2 x WORLDS_PER_PROCESS worlds, one optimizer step."""
+    run_dir.mkdir()
+    cmd = [sys.executable, EXAMPLE, "--procs", str(procs), "--worlds", str(2 * WORLDS_PER_PROCESS), "--iters", "1",
+           "--frames", str(FRAMES), "--quiet", "--out", str(run_dir), "--result-dir", str(run_dir),
+           "--log-dir", str(run_dir), "--rendezvous", str(run_dir / "rendezvous"), "--timeout", str(TIMEOUT_S)]
+    env = dict(os.environ, PYTHONFAULTHANDLER="1", TORCH_SHOW_CPP_STACKTRACES="1")
+    out = open(run_dir / "launcher.stdout", "w")
+    err = open(run_dir / "launcher.stderr", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
+    return proc, (out, err), run_dir
+
+
+def report(run_dir, procs: int) -> str:
+    """The launcher's output and every rank's stderr (their last 4,000 characters each)."""
+    parts = []
+    for name in ["launcher.stdout", "launcher.stderr"] + [f"rank{r}.stderr" for r in range(procs)]:
+        path = run_dir / name
+        text = path.read_text(errors="replace") if path.exists() else "(no file)"
+        parts.append(f"----- {name} -----\n{text[-4000:]}")
+    return "\n".join(parts)
+
+
+def finish(runs, deadline: float) -> dict:
+    """Wait for every run (killed at the deadline); {procs: run directory}, each run checked to have exited 0."""
+    codes = {}
+    for procs, (proc, files, _) in runs.items():
+        try:
+            codes[procs] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p, _, _ in runs.values():
+                p.kill()
+            for p, _, _ in runs.values():
+                p.wait()
+            codes[procs] = f"killed after {TIMEOUT_S} s"
+        for f in files:
+            f.close()
+    for procs, (_, _, run_dir) in runs.items():
+        assert codes[procs] == 0, (f"python examples/distributed.py --procs {procs}: exit {codes[procs]}\n"
+                                   + report(run_dir, procs))
+    return {procs: run_dir for procs, (_, _, run_dir) in runs.items()}
 
 
 def test_two_processes_give_the_gradient_of_one(tmp_path):
-    two = tmp_path / "two"
-    two.mkdir()
-    distributed.launch(tiny_args(2, str(two)), result_dir=str(two))  # spawns two processes (gloo on 127.0.0.1)
+    # both runs at once: on 2 cores the three processes share them; the results do not depend on timing
+    runs = {2: start(2, tmp_path / "two"), 1: start(1, tmp_path / "one")}
+    dirs = finish(runs, time.monotonic() + TIMEOUT_S)
+    two, one_dir = dirs[2], dirs[1]
     ranks = [torch.load(two / f"rank{r}.pt") for r in range(2)]
-    one = distributed.launch(tiny_args(1, str(tmp_path / "one")))  # in this process, a group of one
+    one = torch.load(one_dir / "rank0.pt")  # a group of one
 
     g1, g2 = one["first_grad"], ranks[0]["first_grad"]
     print(f"d loss / d (log mu, log ke): 1 process x {2 * WORLDS_PER_PROCESS} worlds {g1.tolist()}, "
@@ -49,10 +100,12 @@ def test_two_processes_give_the_gradient_of_one(tmp_path):
     # the loss over all worlds is the same sum either way
     assert ranks[0]["history"][0] == pytest.approx(one["history"][0], rel=1e-5)
     assert ranks[0]["history"][-1] < ranks[0]["history"][0]  # one Adam step towards the true values
+    # the file store is gone once every process has left the group
+    assert not (two / "rendezvous").exists() and not (one_dir / "rendezvous").exists()
     # rank 0 wrote its own worlds (global 0 and 1), one time sample per frame
     from pxr import Usd, UsdGeom
 
     stage = Usd.Stage.Open(str(two / "distributed.usda"))
     assert stage.GetPrimAtPath("/world/bodies/box_1") and not stage.GetPrimAtPath("/world/bodies/box_2")
     translate = UsdGeom.Xformable(stage.GetPrimAtPath("/world/bodies/box_0")).GetOrderedXformOps()[0]
-    assert len(translate.GetAttr().GetTimeSamples()) == 12 + 1
+    assert len(translate.GetAttr().GetTimeSamples()) == FRAMES + 1

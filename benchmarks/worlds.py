@@ -68,7 +68,7 @@ class WorldScene:
         given = PARENT_OFFSETS.get((self.label, num_worlds))
         if given is not None:
             return np.asarray(given, dtype=np.float64)
-        from inertia.builder_worlds import grid_offsets
+        from inertia.builder.worlds import grid_offsets
 
         return grid_offsets(num_worlds, self.spacing, 2)
 

@@ -5,34 +5,39 @@
     ...
     model = builder.finalize()
     solver = inertia.SemiImplicitSolver(model)
+
+``import inertia`` loads neither torch nor USD: :class:`Rollout` loads torch, :class:`UsdRecorder` and
+:func:`save_usd` load ``pxr``, when first used.
 """
 
+from .autodiff.tape import TapeReuseError
 from .builder import ModelBuilder
+from .builder.materials import lame_from_young
 from .contacts import ContactOverflowError, Contacts
 from .diagnostics import NonFiniteError
+from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
-from .urdf import UrdfError
-from .materials import lame_from_young
 from .model import Model
-from .rollout import DIFFERENTIABLE_PARAMS, Rollout
-from .state import Control, State
-from .tape_guard import TapeReuseError
+from .rollout.params import DIFFERENTIABLE_PARAMS
 from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
+from .state import Control, State
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # USD (pxr) takes a moment to import: load it only when a recorder or the USD importer is asked for.
-    if name == "UsdRecorder":
-        from .usd import UsdRecorder
+    if name == "Rollout":  # torch
+        from .rollout.rollout import Rollout
+
+        return Rollout
+    if name == "UsdRecorder":  # pxr takes a moment to import
+        from .io.recorder import UsdRecorder
 
         return UsdRecorder
-    if name in ("usd_physics", "save_usd"):
-        import importlib
+    if name == "save_usd":
+        from .io.usd_export import save_usd
 
-        module = importlib.import_module(".usd_physics", __name__)
-        return module if name == "usd_physics" else module.save_usd
+        return save_usd
     raise AttributeError(f"module 'inertia' has no attribute {name!r}")
 
 

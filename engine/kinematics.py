@@ -6,7 +6,7 @@ joint coordinates are a view of them. :func:`eval_ik` computes ``joint_q`` /
 call it), :func:`eval_fk` places the bodies of every joint tree from given
 joint coordinates (parent before child, one thread per tree).
 
-Layout per joint type (``inertia.builder_bodies``): prismatic and revolute
+Layout per joint type (``inertia.builder.bodies``): prismatic and revolute
 one coordinate (along / about the joint axis, [m] / [rad]); ball a quaternion
 (x, y, z, w) and the relative angular velocity in the parent joint frame;
 free the child frame's pose (position, quaternion) and the child's
@@ -214,7 +214,7 @@ def eval_fk(model, joint_q, joint_qd, state) -> None:
     Bodies that are the child of no joint keep their pose; ``state.joint_q`` /
     ``joint_qd`` are then recomputed from the new poses.
     """
-    from .tape_guard import recording_tape
+    from .autodiff.tape import recording_tape
 
     if recording_tape() is not None:
         raise RuntimeError("eval_fk is not differentiable: call it before recording a wp.Tape, not under one")

@@ -18,7 +18,7 @@ from .model_rigid import add_rigid_arrays
 from .worlds import add_world_arrays
 from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
 from .state import Control, State
-from .tape_guard import recording_tape as _recording_tape
+from .autodiff.tape import recording_tape as _recording_tape
 
 
 def _finite_nonnegative(x, what: str) -> float:
@@ -120,7 +120,7 @@ class Model:
     ``shape_collision_group`` / ``shape_collision_mask`` (bits), ``shape_flags``,
     ``shape_radius`` (bounding sphere about the shape origin [m]; 0 for planes), ``shape_world``.
 
-    Bodies (conventions in ``inertia.builder_bodies``): ``body_q`` (initial poses,
+    Bodies (conventions in ``inertia.builder.bodies``): ``body_q`` (initial poses,
     ``wp.transform``), ``body_qd`` (initial (v_com, omega), world), ``body_com`` [m],
     ``body_mass`` [kg], ``body_inv_mass`` (0: kinematic), ``body_inertia`` /
     ``body_inv_inertia`` (about the com, body frame), ``body_world``,

@@ -1,7 +1,7 @@
 """The rigid part of ``finalize()``: bodies, joints and shape properties copied into ``wp.array``s.
 
 Attribute names follow Newton/warp.sim; conventions (frames, the order of
-``body_qd``, joint coordinates) are in :mod:`inertia.builder_bodies`.
+``body_qd``, joint coordinates) are in :mod:`inertia.builder.bodies`.
 """
 
 from __future__ import annotations

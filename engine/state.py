@@ -26,7 +26,7 @@ class State:
             that acted on each body during the step that produced this state, gravity
             excluded, as ``particle_f``. External wrenches go in :class:`Control`.
         joint_q, joint_qd: joint coordinates and their rates (layout per joint type in
-            ``inertia.builder_bodies``), computed from ``body_q`` / ``body_qd``: by
+            ``inertia.builder.bodies``), computed from ``body_q`` / ``body_qd``: by
             ``model.state()`` and as the last stage of every ``solver.step()``.
 
     Create states with :meth:`inertia.Model.state`; never share one State between

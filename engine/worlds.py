@@ -221,7 +221,7 @@ def reset_worlds(model, state, mask) -> None:
     """
     from .kinematics import eval_ik
     from .state import State
-    from .tape_guard import recording_tape
+    from .autodiff.tape import recording_tape
 
     if recording_tape() is not None:
         raise RuntimeError("reset_worlds is not differentiable (it overwrites the state): call it outside a "

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from ..diagnostics import check_finite as _check_finite
-from ..tape_guard import guard_step
+from ..autodiff.tape import guard_step
 
 
 # (array, what its length counts) of a State and a Control

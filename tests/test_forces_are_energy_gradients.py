@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import inertia
-from inertia.geometry import dihedral_angle
+from inertia.builder.rest_geometry import dihedral_angle
 from test_gradients import spring_builder
 
 DEVICE = "cpu"

@@ -19,7 +19,7 @@ from conftest import DEVICE
 from gradcheck import Input, TapeProblem, check_gradient
 
 import inertia
-from inertia import mass_properties as mp
+from inertia.builder import mass_properties as mp
 
 
 def quat_to_matrix(q) -> np.ndarray:

@@ -51,7 +51,7 @@ def test_body_rollout_matches_the_plain_step_loop():
         expected.append(s0.body_q.numpy().copy())
     ro = inertia.Rollout(model, inertia.SemiImplicitSolver(model), frames, FRAME_DT, substeps)
     out = ro(body_f=torch.tensor(wrench).expand(frames, 2, 6))
-    assert isinstance(out, inertia.torch_bridge.RolloutResult) and out.particle_q is None
+    assert isinstance(out, inertia.rollout.torch_bridge.RolloutResult) and out.particle_q is None
     assert out.body_q.shape == (frames + 1, 2, 7) and out.body_qd.shape == (frames + 1, 2, 6)
     assert np.array_equal(out.body_q.numpy(), np.stack(expected))
 

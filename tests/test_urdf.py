@@ -19,7 +19,7 @@ import pytest
 from conftest import DEVICE
 
 import inertia
-from inertia import urdf
+from inertia.io import urdf
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 CARTPOLE = os.path.join(DATA, "cartpole.urdf")

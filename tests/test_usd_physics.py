@@ -20,8 +20,8 @@ from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdShade
 from conftest import DEVICE
 
 import inertia
-from inertia import usd_physics
-from inertia.urdf import read_obj
+from inertia.io import usd_export, usd_import as usd_physics
+from inertia.io.meshes import read_obj
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -161,7 +161,7 @@ def compare(a: inertia.ModelBuilder, b: inertia.ModelBuilder, density=True):
 
 def test_round_trip_through_a_file_keeps_the_scene(tmp_path):
     a = scene()
-    path = usd_physics.save_usd(a, tmp_path / "scene.usda")
+    path = usd_export.save_usd(a, tmp_path / "scene.usda")
     b = inertia.ModelBuilder()
     result = b.add_usd(path)  # the ModelBuilder method (SceneImportMixin)
     assert not result.warnings, result.warnings
@@ -180,13 +180,13 @@ def test_round_trip_of_a_finalized_model_keeps_its_mass_properties():
     a = scene()
     model = a.finalize(device=DEVICE)
     b = inertia.ModelBuilder()
-    usd_physics.add_usd(b, usd_physics.stage_from(model))
+    usd_physics.add_usd(b, usd_export.stage_from(model))
     compare(a, b, density=False)  # a Model keeps its bodies' mass properties but not its shapes' density
 
 
 def test_export_refuses_an_x_up_scene():
     with pytest.raises(ValueError, match="X-up"):
-        usd_physics.stage_from(inertia.ModelBuilder(up_axis="x"))
+        usd_export.stage_from(inertia.ModelBuilder(up_axis="x"))
 
 
 # --------------------------------------------------------------------------- a stage written by hand

@@ -452,7 +452,7 @@ def hinge(rest_angle, requires_grad=False):
 
 
 def test_bending_alone_folds_a_hinge_to_its_rest_angle():
-    from inertia.geometry import dihedral_angle
+    from inertia.builder.rest_geometry import dihedral_angle
 
     for target in (0.6, -0.9):
         model = hinge(target)

@@ -32,8 +32,8 @@ import math
 import numpy as np
 import warp as wp
 
-from .builder_checks import finite, index, transform, vec3
-from .types import JOINT_BALL, JOINT_COORDS, JOINT_FIXED, JOINT_FREE, JOINT_NAMES, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .checks import finite, index, transform, vec3
+from ..types import JOINT_BALL, JOINT_COORDS, JOINT_FIXED, JOINT_FREE, JOINT_NAMES, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 
 def _inertia(value) -> np.ndarray:
@@ -233,7 +233,7 @@ class BodyBuilderMixin:
 
     def _one_body_mass_properties(self, b: int, shapes: list):
         from . import mass_properties as mp
-        from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_SPHERE
+        from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_SPHERE
 
         parts = []
         explicit = self.body_mass[b] is not None and self.body_inertia[b] is not None and self.body_com[b] is not None

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from .builder_checks import finite, index, transform, vec3
-from .types import (
+from .checks import finite, index, transform, vec3
+from ..types import (
     GEO_BOX,
     GEO_CAPSULE,
     GEO_CYLINDER,

@@ -1,9 +1,9 @@
 """URDF import: a robot description (links, joints, collision geometry) into a :class:`ModelBuilder`.
 
-    result = inertia.urdf.add_urdf(builder, "robot.urdf", floating=True, package_paths=["~/ws/src"])
+    result = inertia.io.urdf.add_urdf(builder, "robot.urdf", floating=True, package_paths=["~/ws/src"])
     result.links["base_link"], result.joints["knee"]      # body and joint indices
 
-What is read, and how it maps onto the builder (conventions in ``inertia.builder_bodies``):
+What is read, and how it maps onto the builder (conventions in ``inertia.builder.bodies``):
 
 - **Links** become bodies. The link frame at ``joint_q = 0`` is its parent joint's frame (so every
   joint's ``child_xform`` is the identity). ``<inertial>``: ``mass`` [kg], ``inertia`` ixx..izz
@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..transforms import IDENTITY, compose, quat_from_rpy, quat_to_matrix
+from .meshes import MESH_READERS, MeshError, read_obj, read_stl  # noqa: F401  (read_obj, read_stl: public here too)
 
 
 class UrdfError(ValueError):
@@ -60,126 +62,6 @@ class UrdfImport:
     joints: dict = field(default_factory=dict)  # joint name -> joint index
     shapes: dict = field(default_factory=dict)  # link name -> [shape indices]
     root_joint: int = -1  # the fixed or free joint that attaches the root link to the world
-
-
-# ---------------------------------------------------------------------------------------------- rotations
-def quat_from_rpy(roll: float, pitch: float, yaw: float) -> tuple:
-    """Quaternion (x, y, z, w) of URDF's fixed-axis roll-pitch-yaw: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
-    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
-    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
-    return (sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy,
-            cr * cp * cy + sr * sp * sy)
-
-
-def quat_to_matrix(q) -> np.ndarray:
-    x, y, z, w = (float(v) for v in q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
-
-
-def quat_mul(a, b) -> tuple:
-    """Hamilton product a * b of (x, y, z, w) quaternions (b applied first)."""
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return (aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
-
-
-def compose(a, b) -> tuple:
-    """Pose a * b of (position, quaternion) pairs: b expressed in a's frame, mapped to a's parent."""
-    pa, qa = a
-    pb, qb = b
-    p = np.asarray(pa, dtype=np.float64) + quat_to_matrix(qa) @ np.asarray(pb, dtype=np.float64)
-    return tuple(p), quat_mul(qa, qb)
-
-
-IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
-
-
-# ---------------------------------------------------------------------------------------------- meshes
-def _merge_vertices(corners: np.ndarray):
-    """(3m, 3) triangle corners -> shared vertices and (k, 3) triangles, dropping triangles that collapse."""
-    vertices, inverse = np.unique(corners, axis=0, return_inverse=True)
-    tris = inverse.reshape(-1, 3)
-    keep = (tris[:, 0] != tris[:, 1]) & (tris[:, 1] != tris[:, 2]) & (tris[:, 0] != tris[:, 2])
-    return vertices.astype(np.float64), tris[keep].astype(np.int32)
-
-
-def read_obj(path: str):
-    """Vertices (n, 3) and triangles (m, 3) of a Wavefront OBJ file (``v`` and ``f`` lines).
-
-    Polygons are split into fans from their first vertex; ``f`` entries may be ``i``, ``i/t``,
-    ``i//n`` or ``i/t/n``, 1-based or negative (counted back from the last vertex read). All groups
-    and objects are merged; texture coordinates, normals and materials are ignored.
-    """
-    vertices, tris = [], []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line_no, line in enumerate(f, 1):
-            tok = line.split("#", 1)[0].split()
-            if not tok:
-                continue
-            where = f"{path}:{line_no}"
-            if tok[0] == "v":
-                try:
-                    vertices.append(tuple(float(t) for t in tok[1:4]))
-                except ValueError:
-                    raise UrdfError(f"{where}: malformed vertex {line.strip()!r}") from None
-                if len(vertices[-1]) != 3:
-                    raise UrdfError(f"{where}: a vertex needs 3 coordinates, got {line.strip()!r}")
-            elif tok[0] == "f":
-                face = []
-                for t in tok[1:]:
-                    try:
-                        i = int(t.split("/")[0])
-                    except ValueError:
-                        raise UrdfError(f"{where}: malformed face entry {t!r}") from None
-                    i = len(vertices) + i if i < 0 else i - 1
-                    if not 0 <= i < len(vertices):
-                        raise UrdfError(f"{where}: face refers to vertex {t!r}, only {len(vertices)} read so far")
-                    face.append(i)
-                if len(face) < 3:
-                    raise UrdfError(f"{where}: a face needs at least 3 vertices, got {len(face)}")
-                tris += [(face[0], face[k], face[k + 1]) for k in range(1, len(face) - 1)]
-    if not tris:
-        raise UrdfError(f"{path}: no faces (OBJ 'f' lines) found")
-    return np.array(vertices, dtype=np.float64), np.array(tris, dtype=np.int32)
-
-
-def read_stl(path: str):
-    """Vertices (n, 3) and triangles (m, 3) of a binary or ASCII STL file, identical corners merged.
-
-    A file whose size is 84 + 50 n bytes for the n triangles its header announces is read as binary
-    (ASCII files starting with ``solid`` can still be binary); anything else as ASCII ``vertex`` lines.
-    """
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) >= 84 and 84 + 50 * struct.unpack("<I", data[80:84])[0] == len(data):
-        rec = np.dtype([("normal", "<f4", 3), ("corners", "<f4", (3, 3)), ("attr", "<u2")])
-        corners = np.frombuffer(data, dtype=rec, offset=84)["corners"].reshape(-1, 3).astype(np.float64)
-    else:
-        corners = []
-        for line_no, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            tok = line.split()
-            if tok and tok[0] == "vertex":
-                try:
-                    corners.append(tuple(float(t) for t in tok[1:]))
-                except ValueError:
-                    raise UrdfError(f"{path}:{line_no}: malformed vertex {line.strip()!r}") from None
-                if len(corners[-1]) != 3:
-                    raise UrdfError(f"{path}:{line_no}: a vertex needs 3 coordinates, got {line.strip()!r}")
-        if len(corners) % 3:
-            raise UrdfError(f"{path}: {len(corners)} vertices is not a whole number of triangles")
-        corners = np.array(corners, dtype=np.float64).reshape(-1, 3)
-    if len(corners) == 0:
-        raise UrdfError(f"{path}: no triangles found (neither binary nor ASCII STL)")
-    if not np.isfinite(corners).all():
-        raise UrdfError(f"{path}: vertices contain NaN or inf")
-    return _merge_vertices(corners)
-
-
-MESH_READERS = {".obj": read_obj, ".stl": read_stl}
 
 
 # ---------------------------------------------------------------------------------------------- parsing helpers
@@ -260,7 +142,7 @@ def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=()
         limit_ke, limit_kd: joint-limit stiffness and damping (None: the builder's defaults).
         collide_parent: let each link collide with its parent link.
         **shape_props: shape properties (``ke``, ``kd``, ``mu``, ``restitution``, collision filters)
-            given to every collision shape; see ``inertia.builder_shapes.SHAPE_PROPERTIES``.
+            given to every collision shape; see ``inertia.builder.shapes.SHAPE_PROPERTIES``.
     Returns:
         :class:`UrdfImport` with link name -> body index and joint name -> joint index.
     """
@@ -369,7 +251,7 @@ def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=()
 
 
 def _pose(xform) -> tuple:
-    from .builder_checks import transform
+    from ..builder.checks import transform
 
     t = transform(xform, "add_urdf xform")
     return tuple(float(v) for v in t.p), tuple(float(v) for v in t.q)
@@ -439,7 +321,7 @@ def _add_collision(builder, r: _Reader, body: int, el, where: str, urdf_dir: str
             r.fail(where, f"mesh '{filename}': unsupported format '{ext}' (supported: {sorted(MESH_READERS)})")
         try:
             vertices, tris = MESH_READERS[ext](found)
-        except UrdfError as e:
+        except MeshError as e:
             raise UrdfError(f"{r.path}: {where}: {e}") from e
         return _wrap(r, where, builder.add_shape_mesh, body, xf, vertices, tris, scale, **props)
     r.fail(where, f"unsupported geometry <{g.tag}> (supported: box, sphere, cylinder, capsule, mesh)")
@@ -484,20 +366,4 @@ def _add_joint(builder, r: _Reader, el, name: str, bodies: dict, root: str, pose
                  label=name)
 
 
-class SceneImportMixin:
-    """``ModelBuilder.add_urdf`` and ``ModelBuilder.add_usd`` (USD loads ``pxr`` only when called)."""
-
-    def add_urdf(self, path, xform=None, floating: bool = False, package_paths=(), density: float = 1000.0,
-                 **kwargs) -> UrdfImport:
-        """Add a URDF robot; see :func:`inertia.urdf.add_urdf` for the arguments and what is imported."""
-        return add_urdf(self, path, xform=xform, floating=floating, package_paths=package_paths, density=density,
-                        **kwargs)
-
-    def add_usd(self, source, xform=None, **kwargs):
-        """Add a UsdPhysics scene (a file path or a ``Usd.Stage``); see :func:`inertia.usd_physics.add_usd`."""
-        from .usd_physics import add_usd
-
-        return add_usd(self, source, xform=xform, **kwargs)
-
-
-__all__ = ["UrdfError", "UrdfImport", "add_urdf", "read_obj", "read_stl", "quat_from_rpy", "SceneImportMixin"]
+__all__ = ["UrdfError", "UrdfImport", "add_urdf", "read_obj", "read_stl"]

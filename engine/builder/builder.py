@@ -9,26 +9,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builder_bodies import BodyBuilderMixin
-from .builder_checks import finite as _finite
-from .builder_checks import vec3 as _vec3
-from .builder_grids import GridBuilderMixin
-from .builder_shapes import ShapeBuilderMixin
-from .builder_worlds import WorldBuilderMixin
-from .geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
-from .types import PARTICLE_FLAG_ACTIVE, axis_index
-from .urdf import SceneImportMixin
+from .bodies import BodyBuilderMixin
+from .checks import finite as _finite
+from .checks import vec3 as _vec3
+from .grids import GridBuilderMixin
+from .shapes import ShapeBuilderMixin
+from .worlds import WorldBuilderMixin
+from .rest_geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
+from ..types import PARTICLE_FLAG_ACTIVE, axis_index
+from .importers import SceneImportMixin
 
 
 class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneImportMixin, WorldBuilderMixin):
     """Builds a :class:`inertia.Model` from particles, elements, rigid bodies, joints and shapes.
 
-    Particles and elements are added here; grids in ``builder_grids``, shapes in
-    ``builder_shapes``, bodies and joints in ``builder_bodies`` (their docstrings
+    Particles and elements are added here; grids in ``inertia.builder.grids``, shapes in
+    ``inertia.builder.shapes``, bodies and joints in ``inertia.builder.bodies`` (their docstrings
     give the conventions: frames, units, joint coordinates); whole robots and
-    scenes from URDF (``add_urdf``, ``inertia.urdf``) and USD physics
-    (``add_usd``, ``inertia.usd_physics``); many worlds from copies of a
-    builder (``add_builder``, ``replicate``; ``inertia.builder_worlds``).
+    scenes from URDF (``add_urdf``, ``inertia.io.urdf``) and USD physics
+    (``add_usd``, ``inertia.io.usd_import``); many worlds from copies of a
+    builder (``add_builder``, ``replicate``; ``inertia.builder.worlds``).
 
     Args:
         up_axis: "x", "y" or "z" (default "z").
@@ -226,7 +226,7 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         """
         import gc
 
-        from .model import Model
+        from ..model import Model
 
         # millions of small Python objects are made and dropped here: the cyclic collector would walk them
         # again and again (a third of finalize for 1,024 replicated robots) and finds nothing to free

@@ -31,35 +31,13 @@ import math
 import numpy as np
 import warp as wp
 
-from .builder_checks import transform as _transform
-from .builder_checks import vec3 as _vec3
+from ..transforms import quat_mul, quat_to_matrix, transforms_to_array
+from .checks import transform as _transform
+from .checks import vec3 as _vec3
 
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton products a * b of (x, y, z, w) quaternions, a (4,) and b (n, 4), float64."""
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    return np.stack([aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw,
-                     aw * bw - ax * bx - ay * by - az * bz], axis=1)
-
-
-def _quat_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrix of a unit (x, y, z, w) quaternion, float64."""
-    x, y, z, w = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
-
-
-def _transforms_to_array(xforms) -> np.ndarray:
-    """(n, 7) float64 (position, quaternion) of a list of ``wp.transform``."""
-    return np.array([tuple(x) for x in xforms], dtype=np.float64).reshape(len(xforms), 7)
 
 
 def _rows(a: np.ndarray) -> list:
@@ -77,7 +55,7 @@ class _Offset:
         # an exact identity rotation keeps positions and quaternions bit for bit (only the translation is added)
         self.rotates = not (q[0] == 0.0 and q[1] == 0.0 and q[2] == 0.0)
         self.q = q
-        self.R = _quat_matrix(q) if self.rotates else np.eye(3)
+        self.R = quat_to_matrix(q) if self.rotates else np.eye(3)
 
     def points(self, x: np.ndarray) -> np.ndarray:
         return (x @ self.R.T if self.rotates else x) + self.p
@@ -89,7 +67,7 @@ class _Offset:
         """``wp.transform``s of this offset composed with poses (n, 7)."""
         out = np.empty_like(x7)
         out[:, :3] = self.points(x7[:, :3])
-        out[:, 3:] = _quat_mul(self.q, x7[:, 3:]) if self.rotates else x7[:, 3:]
+        out[:, 3:] = quat_mul(self.q, x7[:, 3:]) if self.rotates else x7[:, 3:]
         return [wp.transform(*row) for row in out.tolist()]
 
 
@@ -110,15 +88,15 @@ class _Block:
         self.tet_indices = idx(b.tet_indices, 4)
         self.tet_poses = np.asarray(b.tet_poses, dtype=np.float64).reshape(-1, 3, 3)
 
-        self.body_q = _transforms_to_array(b.body_q)
+        self.body_q = transforms_to_array(b.body_q)
         self.body_qd = np.asarray(b.body_qd, dtype=np.float64).reshape(-1, 6)
         self.joint_parent = np.asarray(b.joint_parent, dtype=np.int64)
         self.joint_child = np.asarray(b.joint_child, dtype=np.int64)
         self.joint_to_world = np.flatnonzero(self.joint_parent < 0)  # their parent frame is in world
-        self.joint_X_p_world = _transforms_to_array([b.joint_X_p[j] for j in self.joint_to_world])
+        self.joint_X_p_world = transforms_to_array([b.joint_X_p[j] for j in self.joint_to_world])
         self.shape_body = np.asarray(b.shape_body, dtype=np.int64)
         self.static_shapes = np.flatnonzero(self.shape_body < 0)
-        self.static_X = _transforms_to_array([b.shape_transform[s] for s in self.static_shapes])
+        self.static_X = transforms_to_array([b.shape_transform[s] for s in self.static_shapes])
         self.b = b
 
 

@@ -35,7 +35,7 @@ Import (``builder.add_usd(path_or_stage)`` or ``add_usd(builder, ...)``):
   differs from dynamic, articulation roots, filtered pairs, collision groups, other geometry) is
   reported by one :class:`UsdImportWarning` per prim and feature, also listed in ``result.warnings``.
 
-Export (:func:`save_usd` / :func:`stage_from`, in :mod:`inertia.usd_physics_export`): a ModelBuilder
+Export (:func:`save_usd` / :func:`stage_from`, in :mod:`inertia.io.usd_export`): a ModelBuilder
 or a Model as a UsdPhysics stage that this import reads back as the same scene.
 
 Both directions are host-side scene setup in float64 (USD itself stores many values in float32);
@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pxr import Usd, UsdGeom, UsdPhysics, UsdShade
 
-from .types import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE, axis_index
-from .urdf import IDENTITY, quat_to_matrix
+from ..types import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE, axis_index
+from ..transforms import IDENTITY, homogeneous as _homogeneous, quat_from_matrix, quat_to_matrix, rotation_between
 
 EARTH_GRAVITY = 9.81  # [m/s^2], what an unset gravityMagnitude means
 _AXES = {"X": 0, "Y": 1, "Z": 2}
@@ -82,45 +82,6 @@ class UsdImport:
 
 
 # ---------------------------------------------------------------------------------------------- float64 geometry
-def quat_from_matrix(r: np.ndarray) -> tuple:
-    """(x, y, z, w) of a proper rotation matrix (Shepperd's method: divide by the largest component)."""
-    t = np.trace(r)
-    if t > 0.0:
-        s = 2.0 * math.sqrt(t + 1.0)
-        q = ((r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s)
-    elif r[0, 0] > r[1, 1] and r[0, 0] > r[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + r[0, 0] - r[1, 1] - r[2, 2])
-        q = (0.25 * s, (r[0, 1] + r[1, 0]) / s, (r[0, 2] + r[2, 0]) / s, (r[2, 1] - r[1, 2]) / s)
-    elif r[1, 1] > r[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + r[1, 1] - r[0, 0] - r[2, 2])
-        q = ((r[0, 1] + r[1, 0]) / s, 0.25 * s, (r[1, 2] + r[2, 1]) / s, (r[0, 2] - r[2, 0]) / s)
-    else:
-        s = 2.0 * math.sqrt(1.0 + r[2, 2] - r[0, 0] - r[1, 1])
-        q = ((r[0, 2] + r[2, 0]) / s, (r[1, 2] + r[2, 1]) / s, 0.25 * s, (r[1, 0] - r[0, 1]) / s)
-    n = math.sqrt(sum(v * v for v in q))
-    return tuple(float(v) / n for v in q)
-
-
-def rotation_between(a, b) -> np.ndarray:
-    """The smallest rotation (3, 3) taking unit vector ``a`` onto unit vector ``b`` (any half turn if opposite)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    c = float(a @ b)
-    if c < -1.0 + 1e-12:
-        p = np.eye(3)[np.argmin(np.abs(a))]
-        k = np.cross(a, p)
-        k /= np.linalg.norm(k)
-        return 2.0 * np.outer(k, k) - np.eye(3)
-    v = np.cross(a, b)
-    vx = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
-    return np.eye(3) + vx + vx @ vx / (1.0 + c)
-
-
-def _homogeneous(p, r) -> np.ndarray:
-    m = np.eye(4)
-    m[:3, :3], m[:3, 3] = r, p
-    return m
-
-
 def _gf_quat(q) -> tuple:
     """(x, y, z, w) of a Gf quaternion."""
     i = q.GetImaginary()
@@ -175,7 +136,7 @@ class _Stage:
 
 
 def _pose_tuple(xform):
-    from .builder_checks import transform
+    from ..builder.checks import transform
 
     t = transform(xform, "add_usd xform")
     return tuple(float(v) for v in t.p), tuple(float(v) for v in t.q)
@@ -540,18 +501,4 @@ def _drive(s: _Stage, prim, dof):
     return ke, kd
 
 
-def save_usd(source, path, state=None) -> str:
-    """Write a ModelBuilder or Model as a UsdPhysics stage; see :mod:`inertia.usd_physics_export`."""
-    from .usd_physics_export import save_usd as save
-
-    return save(source, path, state)
-
-
-def stage_from(source, state=None):
-    """An in-memory UsdPhysics stage of a ModelBuilder or Model; see :mod:`inertia.usd_physics_export`."""
-    from .usd_physics_export import stage_from as build
-
-    return build(source, state)
-
-
-__all__ = ["add_usd", "save_usd", "stage_from", "UsdImport", "UsdImportError", "UsdImportWarning"]
+__all__ = ["add_usd", "UsdImport", "UsdImportError", "UsdImportWarning"]

@@ -30,20 +30,9 @@ import numpy as np
 import torch
 import warp as wp
 
-from .torch_bridge import _STATE_ARGS, _as_input
+from .inputs import STATE_ARGS as _STATE_ARGS, as_input as _as_input
+from .params import PARAM_KINDS
 
-# parameter name -> the entity kind its first dimension counts (gravity has its own rule)
-PARAM_KINDS = {
-    "particle_mass": "particle", "particle_inv_mass": "particle", "particle_radius": "particle",
-    "spring_rest_length": "spring", "spring_stiffness": "spring", "spring_damping": "spring",
-    "tri_materials": "triangle", "edge_rest_angle": "edge", "edge_bending_properties": "edge",
-    "tet_materials": "tetrahedron",
-    "shape_material_ke": "shape", "shape_material_kd": "shape", "shape_material_mu": "shape",
-    "shape_material_restitution": "shape",
-    "body_mass": "body", "body_inv_mass": "body", "body_inertia": "body",
-    "joint_target_ke": "joint_dof", "joint_target_kd": "joint_dof", "joint_limit_ke": "joint_dof",
-    "joint_limit_kd": "joint_dof",
-}
 # the state / control arrays and the kind that counts their entities
 _ENTITY_OF = {"particle": "particle", "body": "body", "joint": "joint_dof"}
 

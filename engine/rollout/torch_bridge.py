@@ -20,10 +20,10 @@ inputs that require it. What the bridge guarantees:
   model does not have, an inertia that is not symmetric positive definite.
 
 With ``Rollout(..., batched=True)`` every state, control and output has a
-leading ``num_worlds`` dimension; :mod:`inertia.rollout_worlds` reshapes
+leading ``num_worlds`` dimension; :mod:`inertia.rollout.worlds` reshapes
 them to and from the flat layout here (views, so gradients pass unchanged).
 
-The autograd function itself sees packed rows (:mod:`inertia.rollout_layout`):
+The autograd function itself sees packed rows (:mod:`inertia.rollout.layout`):
 one flat initial state, one flat control row per frame; packing and unpacking
 are torch operations, so gradients reach each named input and output.
 """
@@ -35,7 +35,9 @@ from collections import namedtuple
 import torch
 import warp as wp
 
-from .rollout_layout import Layout
+from .inputs import STATE_ARGS as _STATE_ARGS, as_input as _as_input
+from .layout import Layout
+from .params import PARAM_ALIASES
 
 RolloutResult = namedtuple("RolloutResult", "particle_q particle_qd body_q body_qd")
 RolloutResult.__doc__ = """States of a rollout of a model with bodies: each ``(T + 1, count, width)`` (or one frame).
@@ -43,10 +45,6 @@ RolloutResult.__doc__ = """States of a rollout of a model with bodies: each ``(T
 ``particle_q`` / ``particle_qd`` are None for a model without particles; ``body_q`` is
 ``(..., B, 7)`` (position, quaternion (x, y, z, w)), ``body_qd`` ``(..., B, 6)`` (v of the com,
 omega; world). With ``Rollout(..., batched=True)`` each count is ``num_worlds, per_world``."""
-
-# the argument names users pass for each state array
-_STATE_ARGS = {"particle_q": "q0", "particle_qd": "qd0", "body_q": "body_q0", "body_qd": "body_qd0"}
-
 
 class _RolloutFunction(torch.autograd.Function):
     @staticmethod
@@ -68,21 +66,6 @@ class _RolloutFunction(torch.autograd.Function):
         )
         grads = [gparams[n] if need[4 + i] else None for i, n in enumerate(ctx.names)]
         return (None, None, gx0 if need[2] else None, gu, *grads)
-
-
-def _as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:
-    """Check one tensor input and return it as contiguous float32 (a differentiable cast when needed)."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-    if tuple(t.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
-    if t.device != device:
-        raise ValueError(f"{name} is on device {t.device}, but the model is on device {device}; move it with .to('{device}')")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains NaN or inf")
-    return t.to(torch.float32).contiguous()
 
 
 def _param_shape(model, name: str) -> tuple:
@@ -133,7 +116,6 @@ def _param_values(model, name: str, value: torch.Tensor) -> list:
 
 def run_rollout(rollout, states: dict, controls: dict, params):
     """Differentiable rollout over torch tensors; see :meth:`inertia.Rollout.__call__`."""
-    from .rollout import PARAM_ALIASES
 
     model, layout = rollout.model, rollout.layout
     dev = model.torch_device

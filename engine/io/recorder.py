@@ -27,7 +27,7 @@ import os
 import numpy as np
 from pxr import Gf, Usd, UsdGeom, Vt
 
-from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 
 # USD knows only Y-up and Z-up stages; an X-up model is written as Y-up (its data unchanged).
 _UP_TOKENS = {0: UsdGeom.Tokens.y, 1: UsdGeom.Tokens.y, 2: UsdGeom.Tokens.z}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from .state import STATE_ARRAYS as _STATE_ARRAYS
+from ..state import STATE_ARRAYS as _STATE_ARRAYS
 
 
 class TapeReuseError(RuntimeError):

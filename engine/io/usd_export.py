@@ -1,4 +1,4 @@
-"""Export a ModelBuilder or a Model as a UsdPhysics stage: the inverse of :func:`inertia.usd_physics.add_usd`.
+"""Export a ModelBuilder or a Model as a UsdPhysics stage: the inverse of :func:`inertia.io.usd_import.add_usd`.
 
 The stage is Z- or Y-up (as the scene), in metres and kilograms: ``/world/physicsScene`` (gravity),
 bodies under ``/world/bodies`` (``RigidBodyAPI`` with kinematic flag and velocities, ``MassAPI``
@@ -21,10 +21,11 @@ import os
 import numpy as np
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
-from .types import (GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, JOINT_BALL, JOINT_COORDS,
+from ..types import (GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, JOINT_BALL, JOINT_COORDS,
                     JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE)
-from .urdf import quat_mul
-from .usd_physics import _DEG, quat_from_matrix, rotation_between
+from ..transforms import quat_from_matrix, quat_mul, rotation_between
+
+_DEG = math.pi / 180.0
 
 
 def _scene_from_builder(b) -> dict:
@@ -130,7 +131,7 @@ def _set_custom(prim, name: str, value, kind) -> None:
 def stage_from(source, state=None) -> Usd.Stage:
     """An in-memory UsdPhysics stage of a ModelBuilder or Model (body poses and velocities from ``state``
     when given, else the initial ones). Y- and Z-up scenes only: USD has no X-up stage."""
-    from .usd import _unique_names
+    from .recorder import _unique_names
 
     if source.num_worlds > 1:
         # a UsdPhysics scene has one gravity and no notion of worlds: written out, worlds would collide

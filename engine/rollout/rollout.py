@@ -19,9 +19,9 @@ accumulation order can differ, so expect agreement to float rounding.
 
 A model's state (particle positions and velocities, body poses and
 velocities) and its per-frame controls travel as flat float32 rows
-(:mod:`inertia.rollout_layout`), so the same code serves particle, rigid and
+(:mod:`inertia.rollout.layout`), so the same code serves particle, rigid and
 mixed models. Torch tensors go in and come out through
-:mod:`inertia.torch_bridge` (``rollout(q0, qd0, particle_f=..., params=...,
+:mod:`inertia.rollout.torch_bridge` (``rollout(q0, qd0, particle_f=..., params=...,
 body_q0=..., joint_target_pos=...)``); this module holds the simulation side.
 """
 
@@ -34,52 +34,11 @@ import numpy as np
 import torch
 import warp as wp
 
-from .collision.particle_particle import particle_cell_list
-from .diagnostics import NonFiniteError, first_nonfinite
-from .rollout_layout import Layout
-from .rollout_sizing import RolloutSizing
-
-# Model arrays that a rollout can differentiate with respect to. The torch bridge also
-# takes ``particle_mass`` (written as ``particle_inv_mass``) and ``body_mass`` (written as
-# ``body_mass`` and ``body_inv_mass``); ``body_inertia`` is written with its inverse.
-DIFFERENTIABLE_PARAMS = (
-    "particle_inv_mass",
-    "particle_radius",
-    "spring_rest_length",
-    "spring_stiffness",
-    "spring_damping",
-    "tri_materials",
-    "edge_rest_angle",
-    "edge_bending_properties",
-    "tet_materials",
-    "shape_material_ke",
-    "shape_material_kd",
-    "shape_material_mu",
-    "shape_material_restitution",
-    "gravity",
-    "body_inv_mass",
-    "body_inertia",
-    "joint_target_ke",
-    "joint_target_kd",
-    "joint_limit_ke",
-    "joint_limit_kd",
-)
-# user-facing name -> the model arrays it is written to (the bridge computes the derived values in torch,
-# so autograd chains their gradients back to what the user passed)
-PARAM_ALIASES = {
-    "particle_mass": ("particle_inv_mass",),
-    "body_mass": ("body_mass", "body_inv_mass"),
-    "body_inertia": ("body_inertia", "body_inv_inertia"),
-}
-
-
-def warp_param_names(names) -> tuple:
-    """The model arrays that the declared parameter ``names`` write."""
-    out = []
-    for n in names:
-        out.extend(PARAM_ALIASES.get(n, (n,)))
-    return tuple(out)
-
+from ..collision.particle_particle import particle_cell_list
+from ..diagnostics import NonFiniteError, first_nonfinite
+from .layout import Layout
+from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
+from .sizing import RolloutSizing
 
 def _wp(t: torch.Tensor, dtype=wp.float32) -> wp.array:
     """Zero-copy Warp view of a contiguous float32 torch tensor (detached: Warp never sees autograd)."""
@@ -127,7 +86,7 @@ class Rollout(RolloutSizing):
             state, control and output a leading ``num_worlds`` dimension (``body_q0``
             ``(W, B, 7)``, ``body_f`` ``(T, W, B, 6)``, outputs ``(T + 1, W, N, 3)``; N, B
             per world) and accept per-entity parameters as ``(W, per_world, ...)`` too
-            (:mod:`inertia.rollout_worlds`). ``ValueError`` if the worlds are not uniform.
+            (:mod:`inertia.rollout.worlds`). ``ValueError`` if the worlds are not uniform.
 
     Inputs are never written: states, controls and parameter values are
     copied into the rollout's own buffers (parameter values are written into
@@ -162,7 +121,7 @@ class Rollout(RolloutSizing):
         self.layout = Layout(model)
         self.world_views = None
         if batched:
-            from .rollout_worlds import WorldViews
+            from .worlds import WorldViews
 
             self.world_views = WorldViews(model)
         self.frames, self.substeps = int(frames), int(substeps)
@@ -241,7 +200,7 @@ class Rollout(RolloutSizing):
         Returns:
             For a model without bodies ``(q, qd)``: ``(T + 1, N, 3)`` tensors
             (``output="trajectory"``) or ``(N, 3)`` (``output="final"``). For a model
-            with bodies a :class:`inertia.torch_bridge.RolloutResult` with
+            with bodies a :class:`inertia.rollout.torch_bridge.RolloutResult` with
             ``particle_q``, ``particle_qd`` (None without particles), ``body_q``
             ``(T + 1, B, 7)`` and ``body_qd`` ``(T + 1, B, 6)``. Float32, on the
             model's device. With ``batched=True`` every entity dimension above (N, B, D)

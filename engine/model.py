@@ -14,37 +14,11 @@ import numpy as np
 import warp as wp
 
 from .contacts import Contacts
-from .model_rigid import add_rigid_arrays
-from .worlds import add_world_arrays
-from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES, SMOOTH_CONTACT_REACH
+from .finalize import build_model
+from .schema import CONTROL_FIELDS, COUNT_OF, STATE_FIELDS
+from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES
 from .state import Control, State
 from .autodiff.tape import recording_tape as _recording_tape
-
-
-def _finite_nonnegative(x, what: str) -> float:
-    x = float(x)
-    if not (np.isfinite(x) and x >= 0.0):
-        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
-    return x
-
-
-def _csr_exclusions(n: int, groups) -> tuple[np.ndarray, np.ndarray]:
-    """Per-particle sorted lists of particles that share an element (they never collide)."""
-    keys = [np.zeros(0, dtype=np.int64)]
-    for group in groups:
-        if not len(group):
-            continue
-        e = np.asarray(group, dtype=np.int64).reshape(len(group), -1)
-        k = e.shape[1]
-        keys += [e[:, a] * n + e[:, b] for a in range(k) for b in range(k) if a != b]
-    keys = np.sort(np.concatenate(keys))  # by particle, then by neighbour
-    # unique by neighbour comparison: np.unique's hash path is ~15x slower on millions of keys (NumPy 2.4)
-    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
-    n1 = max(n, 1)
-    keys = keys[keys // n1 != keys % n1]
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    offsets[1:] = np.cumsum(np.bincount(keys // n1, minlength=n))
-    return offsets, (keys % n1).astype(np.int32)
 
 
 _CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
@@ -161,114 +135,7 @@ class Model:
     @classmethod
     def _from_builder(cls, b, device=None, requires_grad=False) -> "Model":
         m = cls.__new__(cls)
-        m.device = wp.get_device(device)
-        m.requires_grad = bool(requires_grad)
-        m.up_axis = b.up_axis
-        m.up_vector = wp.vec3(*b.up_vector)
-        m.num_worlds = b.num_worlds
-
-        n = b.particle_count
-        m.particle_count = n
-        q = np.asarray(b.particle_q, dtype=np.float32).reshape(n, 3)
-        if not np.isfinite(q).all():
-            raise ValueError("particle positions contain NaN or inf")
-        mass = np.asarray(b.particle_mass, dtype=np.float32)
-        radius = np.asarray(b.particle_radius, dtype=np.float32)
-        inv_mass = np.where(mass > 0.0, 1.0 / np.where(mass > 0.0, mass, 1.0), 0.0).astype(np.float32)
-        m.particle_max_radius = float(radius.max()) if n else 0.0
-
-        def arr(data, dtype, grad=False, shape=None):
-            a = np.asarray(data, dtype=np.float32 if dtype in (float, wp.float32) else None)
-            if shape is not None:
-                a = a.reshape(shape)
-            return wp.array(a, dtype=dtype, device=m.device, requires_grad=grad and m.requires_grad)
-
-        g = requires_grad
-        m.particle_q = arr(q, wp.vec3, g, (n, 3))
-        m.particle_qd = arr(np.asarray(b.particle_qd, dtype=np.float32), wp.vec3, g, (n, 3))
-        m.particle_mass = arr(mass, wp.float32, g)
-        m.particle_inv_mass = arr(inv_mass, wp.float32, g)
-        m.particle_radius = arr(radius, wp.float32, g)
-        m.particle_flags = wp.array(np.asarray(b.particle_flags, dtype=np.int32), dtype=wp.int32, device=m.device)
-        m.particle_world = wp.array(np.asarray(b.particle_world, dtype=np.int32), dtype=wp.int32, device=m.device)
-
-        m.spring_count = len(b.spring_rest_length)
-        m.spring_indices = wp.array(np.asarray(b.spring_indices, dtype=np.int32).reshape(-1), dtype=wp.int32,
-                                    device=m.device)
-        m.spring_rest_length = arr(b.spring_rest_length, wp.float32, g)
-        m.spring_stiffness = arr(b.spring_stiffness, wp.float32, g)
-        m.spring_damping = arr(b.spring_damping, wp.float32, g)
-
-        m.tri_count = len(b.tri_areas)
-        m.tri_indices = wp.array(np.asarray(b.tri_indices, dtype=np.int32).reshape(-1, 3), dtype=wp.int32,
-                                 device=m.device)
-        m.tri_poses = arr(np.asarray(b.tri_poses, dtype=np.float32).reshape(-1, 2, 2), wp.mat22, g)
-        m.tri_areas = arr(b.tri_areas, wp.float32, g)
-        m.tri_materials = wp.array(np.asarray(b.tri_materials, dtype=np.float32).reshape(-1, 3), dtype=wp.float32,
-                                   device=m.device, requires_grad=g)
-
-        m.edge_count = len(b.edge_rest_angle)
-        m.edge_indices = wp.array(np.asarray(b.edge_indices, dtype=np.int32).reshape(-1, 4), dtype=wp.int32,
-                                  device=m.device)
-        m.edge_rest_angle = arr(b.edge_rest_angle, wp.float32, g)
-        m.edge_bending_properties = wp.array(np.asarray(b.edge_bending_properties, dtype=np.float32).reshape(-1, 2),
-                                             dtype=wp.float32, device=m.device, requires_grad=g)
-
-        m.tet_count = len(b.tet_volumes)
-        m.tet_indices = wp.array(np.asarray(b.tet_indices, dtype=np.int32).reshape(-1, 4), dtype=wp.int32,
-                                 device=m.device)
-        m.tet_poses = arr(np.asarray(b.tet_poses, dtype=np.float32).reshape(-1, 3, 3), wp.mat33, g)
-        m.tet_volumes = arr(b.tet_volumes, wp.float32, g)
-        m.tet_materials = wp.array(np.asarray(b.tet_materials, dtype=np.float32).reshape(-1, 3), dtype=wp.float32,
-                                   device=m.device, requires_grad=g)
-
-        m.shape_count = len(b.shape_type)
-        m.shape_type = wp.array(np.asarray(b.shape_type, dtype=np.int32), dtype=wp.int32, device=m.device)
-        m.shape_body = wp.array(np.asarray(b.shape_body, dtype=np.int32), dtype=wp.int32, device=m.device)
-        # the shape's pose in its body's frame (in world for static shapes, body -1)
-        m.shape_transform = wp.array(b.shape_transform, dtype=wp.transform, device=m.device)
-        m.shape_scale = arr(np.asarray(b.shape_scale, dtype=np.float32).reshape(-1, 3), wp.vec3)
-        m.shape_material_ke = arr(b.shape_material_ke, wp.float32, g)
-        m.shape_material_kd = arr(b.shape_material_kd, wp.float32, g)
-        m.shape_material_mu = arr(b.shape_material_mu, wp.float32, g)
-        m.shape_world = wp.array(np.asarray(b.shape_world, dtype=np.int32), dtype=wp.int32, device=m.device)
-        m.shape_label = list(b.shape_label)
-        m.shape_meshes = []  # keeps the wp.Mesh objects alive as long as the model
-        ptrs = np.zeros(m.shape_count, dtype=np.uint64)
-        built = {}  # copies of a builder (replicate) share their mesh data: one wp.Mesh each
-        for s, mesh in enumerate(b.shape_mesh):
-            if mesh is not None:
-                wm = built.get(id(mesh))
-                if wm is None:
-                    wm = built[id(mesh)] = wp.Mesh(
-                        points=wp.array(mesh[0].astype(np.float32), dtype=wp.vec3, device=m.device),
-                        indices=wp.array(mesh[1], dtype=wp.int32, device=m.device))
-                m.shape_meshes.append(wm)
-                ptrs[s] = wm.id
-        m.shape_source_ptr = wp.array(ptrs, dtype=wp.uint64, device=m.device)
-
-        # one gravity per world (the builder's for all of them); the integrators read gravity[world]
-        m.gravity = wp.array(np.tile(np.asarray(b.gravity, dtype=np.float32), (m.num_worlds, 1)), dtype=wp.vec3,
-                             device=m.device, requires_grad=g)
-        m.particle_ke = float(b.particle_ke)
-        m.particle_kd = float(b.particle_kd)
-        m.particle_mu = float(b.particle_mu)
-        m.particle_damping = float(b.particle_damping)
-        m.particle_collide = bool(b.particle_collide)
-        m.friction_smoothing = float(b.friction_smoothing)
-        m.contact_smoothing = _finite_nonnegative(b.contact_smoothing, "contact_smoothing")
-        margin = float(b.contact_margin if b.contact_margin is not None else 0.5 * m.particle_max_radius)
-        # a smoothed contact already pushes before the surfaces touch: detect it from where it starts
-        m.contact_margin = max(margin, SMOOTH_CONTACT_REACH * m.contact_smoothing)
-
-        offsets, flat = _csr_exclusions(
-            n, (b.spring_indices, b.tri_indices, b.edge_indices, b.tet_indices)
-        )
-        m.particle_exclusion_offsets = wp.array(offsets, dtype=wp.int32, device=m.device)
-        m.particle_exclusions = wp.array(flat if len(flat) else np.zeros(1, np.int32), dtype=wp.int32,
-                                         device=m.device)
-        add_rigid_arrays(m, b)
-        add_world_arrays(m, b)
+        build_model(m, b, device, requires_grad)
         return m
 
     # ------------------------------------------------------------------ worlds
@@ -298,21 +165,24 @@ class Model:
 
         return torch.device(wp.device_to_torch(self.device))
 
+    def count(self, entity: str) -> int:
+        """How many entries an entity of :mod:`inertia.schema` has in this model (``"joint_dof"``, ...)."""
+        return int(getattr(self, COUNT_OF[entity]))
+
     def state(self, requires_grad: bool | None = None) -> State:
         """A new State holding the model's initial particle and body positions and velocities.
 
-        Its ``joint_q`` / ``joint_qd`` are computed from the initial body poses.
+        Every field of :data:`inertia.schema.STATE_FIELDS` is allocated; ``joint_q`` / ``joint_qd`` are
+        computed from the initial body poses.
         """
         g = self.requires_grad if requires_grad is None else bool(requires_grad)
         s = State()
-        s.particle_q = wp.clone(self.particle_q, requires_grad=g)
-        s.particle_qd = wp.clone(self.particle_qd, requires_grad=g)
-        s.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
-        s.body_q = wp.clone(self.body_q, requires_grad=g)
-        s.body_qd = wp.clone(self.body_qd, requires_grad=g)
-        s.body_f = wp.zeros(self.body_count, dtype=wp.spatial_vector, device=self.device, requires_grad=g)
-        s.joint_q = wp.zeros(self.joint_coord_count, dtype=float, device=self.device, requires_grad=g)
-        s.joint_qd = wp.zeros(self.joint_dof_count, dtype=float, device=self.device, requires_grad=g)
+        for f in STATE_FIELDS:
+            if f.source == "model":
+                setattr(s, f.name, wp.clone(getattr(self, f.name), requires_grad=g))
+            else:
+                setattr(s, f.name, wp.zeros(self.count(f.entity), dtype=f.dtype, device=self.device,
+                                            requires_grad=g))
         if self.joint_count:
             from .kinematics import eval_ik
 
@@ -323,10 +193,8 @@ class Model:
         """A new Control with zero external forces, wrenches, drive targets and efforts."""
         g = self.requires_grad if requires_grad is None else bool(requires_grad)
         c = Control()
-        c.particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=self.device, requires_grad=g)
-        c.body_f = wp.zeros(self.body_count, dtype=wp.spatial_vector, device=self.device, requires_grad=g)
-        for name in ("joint_target_pos", "joint_target_vel", "joint_f"):
-            setattr(c, name, wp.zeros(self.joint_dof_count, dtype=float, device=self.device, requires_grad=g))
+        for f in CONTROL_FIELDS:
+            setattr(c, f.name, wp.zeros(self.count(f.entity), dtype=f.dtype, device=self.device, requires_grad=g))
         return c
 
     def contacts(self, soft_contact_max: int | None = None, particle_pair_max: int | None = None,

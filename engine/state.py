@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import warp as wp
 
+from .schema import CONTROL_FIELDS, STATE_FIELDS
+
 # every array a State holds (what assign() copies and the tape guard watches)
-STATE_ARRAYS = ("particle_q", "particle_qd", "particle_f", "body_q", "body_qd", "body_f", "joint_q", "joint_qd")
+STATE_ARRAYS = tuple(f.name for f in STATE_FIELDS)
 
 
 class State:
@@ -36,14 +38,8 @@ class State:
     """
 
     def __init__(self):
-        self.particle_q: wp.array | None = None
-        self.particle_qd: wp.array | None = None
-        self.particle_f: wp.array | None = None
-        self.body_q: wp.array | None = None
-        self.body_qd: wp.array | None = None
-        self.body_f: wp.array | None = None
-        self.joint_q: wp.array | None = None
-        self.joint_qd: wp.array | None = None
+        for name in STATE_ARRAYS:
+            setattr(self, name, None)
 
     @property
     def particle_count(self) -> int:
@@ -91,15 +87,12 @@ class Control:
     """
 
     def __init__(self):
-        self.particle_f: wp.array | None = None
-        self.body_f: wp.array | None = None
-        self.joint_target_pos: wp.array | None = None
-        self.joint_target_vel: wp.array | None = None
-        self.joint_f: wp.array | None = None
+        for f in CONTROL_FIELDS:
+            setattr(self, f.name, None)
 
     def clear(self) -> None:
         """Set all external inputs and drive targets to zero."""
-        for name in ("particle_f", "body_f", "joint_target_pos", "joint_target_vel", "joint_f"):
+        for name in (f.name for f in CONTROL_FIELDS):
             a = getattr(self, name)
             if a is not None:
                 a.zero_()

@@ -52,14 +52,12 @@ can be captured with ``wp.ScopedCapture``. Not differentiable (it overwrites
 state): it raises under a recording ``wp.Tape``.
 """
 
-from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import warp as wp
 
-from .types import JOINT_COORDS
+from .schema import STATE_FIELDS, WORLD_OF
+
 
 wp.set_module_options({"enable_backward": False})
 
@@ -81,108 +79,40 @@ def world_selected(v: wp.uint8):
     return v != wp.uint8(0)
 
 
-@wp.kernel
-def reset_particles_kernel(
-    mask: wp.array(dtype=Any),
-    particle_world: wp.array(dtype=wp.int32),
-    q0: wp.array(dtype=wp.vec3),
-    qd0: wp.array(dtype=wp.vec3),
-    q: wp.array(dtype=wp.vec3),
-    qd: wp.array(dtype=wp.vec3),
-    f: wp.array(dtype=wp.vec3),
-):
-    p = wp.tid()
-    w = particle_world[p]
-    if w < 0:
-        return
-    if not world_selected(mask[w]):
-        return
-    q[p] = q0[p]
-    qd[p] = qd0[p]
-    f[p] = wp.vec3(0.0)
+def _reset_entries_kernel(mask_dtype, value_dtype):
+    """The reset kernel for one (mask, value) dtype pair.
+
+    One definition, one kernel per pair, each with its own name: Warp 1.19's CPU graph capture keys the
+    kernels it replays by name, so overloads of one generic kernel launched in the same graph replay as
+    whichever was recorded first (checked: a vec3 launch replayed with the float32 code).
+    """
+
+    @wp.kernel(name=f"reset_entries_{mask_dtype.__name__}_{value_dtype.__name__}")
+    def reset_entries(
+        # In:
+        mask: wp.array(dtype=mask_dtype),
+        entry_world: wp.array(dtype=wp.int32),
+        initial: wp.array(dtype=value_dtype),
+        from_initial: int,
+        # Data out:
+        value: wp.array(dtype=value_dtype),
+    ):
+        i = wp.tid()
+        w = entry_world[i]
+        if w < 0:
+            return
+        if not world_selected(mask[w]):
+            return
+        if from_initial != 0:
+            value[i] = initial[i]
+        else:
+            value[i] = value_dtype(0.0)
+
+    return reset_entries
 
 
-@wp.kernel
-def reset_bodies_kernel(
-    mask: wp.array(dtype=Any),
-    body_world: wp.array(dtype=wp.int32),
-    q0: wp.array(dtype=wp.transform),
-    qd0: wp.array(dtype=wp.spatial_vector),
-    q: wp.array(dtype=wp.transform),
-    qd: wp.array(dtype=wp.spatial_vector),
-    f: wp.array(dtype=wp.spatial_vector),
-):
-    b = wp.tid()
-    w = body_world[b]
-    if w < 0:
-        return
-    if not world_selected(mask[w]):
-        return
-    q[b] = q0[b]
-    qd[b] = qd0[b]
-    f[b] = wp.spatial_vector()
-
-
-@wp.kernel
-def reset_values_kernel(
-    mask: wp.array(dtype=Any),
-    entry_world: wp.array(dtype=wp.int32),
-    src: wp.array(dtype=float),
-    dst: wp.array(dtype=float),
-):
-    i = wp.tid()
-    w = entry_world[i]
-    if w < 0:
-        return
-    if not world_selected(mask[w]):
-        return
-    dst[i] = src[i]
-
-
-for _t in MASK_DTYPES:
-    wp.overload(reset_particles_kernel, {"mask": wp.array(dtype=_t)})
-    wp.overload(reset_bodies_kernel, {"mask": wp.array(dtype=_t)})
-    wp.overload(reset_values_kernel, {"mask": wp.array(dtype=_t)})
-
-
-# ---------------------------------------------------------------------------------------------- layout (host)
-def add_world_arrays(m, b) -> None:
-    """Give model ``m`` (particles, elements, joints already in place) the world arrays of builder ``b``."""
-    dev = m.device
-
-    def ints(a):
-        a = np.asarray(a, dtype=np.int32).reshape(-1)
-        return wp.array(a, dtype=wp.int32, device=dev)
-
-    pw = np.asarray(b.particle_world, dtype=np.int64)
-    for name, idx, k in (("spring", b.spring_indices, 2), ("tri", b.tri_indices, 3), ("edge", b.edge_indices, 4),
-                         ("tet", b.tet_indices, 4)):
-        first = np.asarray(idx, dtype=np.int64).reshape(-1, k)[:, 0]  # an element's particles share a world
-        setattr(m, f"{name}_world", ints(pw[first]))
-    jw = np.asarray(b.joint_world, dtype=np.int64)
-    table = np.array([JOINT_COORDS[t] for t in range(len(JOINT_COORDS))], dtype=np.int64)
-    per_joint = table[np.asarray(b.joint_type, dtype=np.int64)].reshape(-1, 2)
-    m.joint_coord_world = ints(np.repeat(jw, per_joint[:, 0]))
-    m.joint_dof_world = ints(np.repeat(jw, per_joint[:, 1]))
-    m._world_counts = _uniform_world_counts(m.num_worlds, pw, np.asarray(b.body_world, dtype=np.int64), jw,
-                                            per_joint)
-    # the joint coordinates of the initial poses, recomputed by every reset (the initial poses may be edited)
-    m._reset_joint_q = wp.zeros(m.joint_coord_count, dtype=float, device=dev)
-    m._reset_joint_qd = wp.zeros(m.joint_dof_count, dtype=float, device=dev)
-
-
-def _uniform_world_counts(num_worlds: int, particle_world, body_world, joint_world, per_joint):
-    out = {}
-    for name, worlds, weights in (("particles", particle_world, None), ("bodies", body_world, None),
-                                  ("joints", joint_world, None), ("joint_coords", joint_world, per_joint[:, 0]),
-                                  ("joint_dofs", joint_world, per_joint[:, 1])):
-        if len(worlds) and (worlds.min() < 0 or worlds.max() >= num_worlds or np.any(np.diff(worlds) < 0)):
-            return None  # shared, out of range, or not sorted by world
-        counts = np.bincount(worlds, weights=weights, minlength=num_worlds) if len(worlds) else np.zeros(num_worlds)
-        if np.any(counts != counts[0]):
-            return None
-        out[name] = int(counts[0])
-    return out
+RESET_KERNELS = {(m, v): _reset_entries_kernel(m, v) for m in MASK_DTYPES
+                 for v in (wp.vec3, wp.transform, wp.spatial_vector, wp.float32)}
 
 
 # ---------------------------------------------------------------------------------------------- reset
@@ -230,22 +160,17 @@ def reset_worlds(model, state, mask) -> None:
         raise ValueError(f"reset_worlds: the state has {state.particle_count} particles and {state.body_count} "
                          f"bodies, the model {model.particle_count} and {model.body_count}: not a state of it")
     m = _mask_array(model, mask)
-    dev = model.device
-    if model.particle_count:
-        wp.launch(reset_particles_kernel, dim=model.particle_count, device=dev, record_tape=False,
-                  inputs=[m, model.particle_world, model.particle_q, model.particle_qd],
-                  outputs=[state.particle_q, state.particle_qd, state.particle_f])
-    if model.body_count:
-        wp.launch(reset_bodies_kernel, dim=model.body_count, device=dev, record_tape=False,
-                  inputs=[m, model.body_world, model.body_q, model.body_qd],
-                  outputs=[state.body_q, state.body_qd, state.body_f])
-    if model.joint_count:
-        initial = State()
-        initial.body_q, initial.body_qd = model.body_q, model.body_qd
-        initial.joint_q, initial.joint_qd = model._reset_joint_q, model._reset_joint_qd
-        eval_ik(model, initial)
-        for src, dst, world in ((model._reset_joint_q, state.joint_q, model.joint_coord_world),
-                                (model._reset_joint_qd, state.joint_qd, model.joint_dof_world)):
-            if src.shape[0]:
-                wp.launch(reset_values_kernel, dim=src.shape[0], device=dev, record_tape=False,
-                          inputs=[m, world, src], outputs=[dst])
+    initial = {}
+    if model.joint_count:  # the joint coordinates of the model's initial poses
+        bodies = State()
+        bodies.body_q, bodies.body_qd = model.body_q, model.body_qd
+        bodies.joint_q, bodies.joint_qd = model._reset_joint_q, model._reset_joint_qd
+        eval_ik(model, bodies)
+        initial = {"joint_q": model._reset_joint_q, "joint_qd": model._reset_joint_qd}
+    for f in STATE_FIELDS:
+        dst = getattr(state, f.name)
+        if dst is None or dst.shape[0] == 0:
+            continue
+        src = getattr(model, f.name) if f.source == "model" else initial.get(f.name, dst)
+        wp.launch(RESET_KERNELS[m.dtype, f.dtype], dim=dst.shape[0], device=model.device, record_tape=False,
+                  inputs=[m, getattr(model, WORLD_OF[f.entity]), src, int(f.source != "zero")], outputs=[dst])

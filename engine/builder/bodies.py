@@ -59,15 +59,6 @@ class BodyBuilderMixin:
     default_limit_ke = 1.0e4  # joint limit stiffness [N m/rad revolute, N/m prismatic], SemiImplicitSolver
     default_limit_kd = 1.0e1  # joint limit damping [N m s/rad revolute, N s/m prismatic]
 
-    def _init_bodies(self):
-        self.body_q, self.body_qd, self.body_mass, self.body_inertia, self.body_com = [], [], [], [], []
-        self.body_kinematic, self.body_world, self.body_label = [], [], []
-        self.joint_type, self.joint_parent, self.joint_child = [], [], []
-        self.joint_X_p, self.joint_X_c, self.joint_axis, self.joint_label = [], [], [], []
-        self.joint_limit_lower, self.joint_limit_upper, self.joint_limit_ke, self.joint_limit_kd = [], [], [], []
-        self.joint_target_ke, self.joint_target_kd = [], []
-        self.joint_collide_parent, self.joint_world = [], []
-
     @property
     def body_count(self) -> int:
         return len(self.body_q)

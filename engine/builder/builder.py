@@ -16,6 +16,7 @@ from .grids import GridBuilderMixin
 from .shapes import ShapeBuilderMixin
 from .worlds import WorldBuilderMixin
 from .rest_geometry import dihedral_angle, tet_rest_pose, triangle_rest_pose
+from ..schema import builder_fields
 from ..types import PARTICLE_FLAG_ACTIVE, axis_index
 from .importers import SceneImportMixin
 
@@ -67,19 +68,9 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         self.rigid_contact_margin = 0.01  # shape-shape contacts are kept this far apart [m] (detection margin)
 
         self._init_worlds()
-
-        self.particle_q, self.particle_qd, self.particle_mass = [], [], []
-        self.particle_radius, self.particle_flags, self.particle_world = [], [], []
-
-        self.spring_indices, self.spring_rest_length = [], []
-        self.spring_stiffness, self.spring_damping = [], []
-
-        self.tri_indices, self.tri_poses, self.tri_areas, self.tri_materials = [], [], [], []
-        self.edge_indices, self.edge_rest_angle, self.edge_bending_properties = [], [], []
-        self.tet_indices, self.tet_poses, self.tet_volumes, self.tet_materials = [], [], [], []
-
-        self._init_bodies()
-        self._init_shapes()
+        # one list per declared per-entity field (inertia.schema), filled by the add_* methods
+        for f in builder_fields():
+            setattr(self, f.name, [])
 
     # ------------------------------------------------------------------ particles
     @property

@@ -53,13 +53,6 @@ class ShapeBuilderMixin:
     default_shape_restitution = 0.0
     default_shape_density = 1000.0
 
-    def _init_shapes(self):
-        self.shape_type, self.shape_body, self.shape_transform, self.shape_scale = [], [], [], []
-        self.shape_material_ke, self.shape_material_kd, self.shape_material_mu = [], [], []
-        self.shape_material_restitution, self.shape_density = [], []
-        self.shape_collision_group, self.shape_collision_mask, self.shape_flags = [], [], []
-        self.shape_world, self.shape_mesh, self.shape_label = [], [], []
-
     @property
     def shape_count(self) -> int:
         return len(self.shape_type)

@@ -32,6 +32,7 @@ import numpy as np
 import warp as wp
 
 from ..transforms import quat_mul, quat_to_matrix, transforms_to_array
+from ..schema import builder_fields
 from .checks import transform as _transform
 from .checks import vec3 as _vec3
 
@@ -72,32 +73,34 @@ class _Offset:
 
 
 class _Block:
-    """One builder's entities as arrays, taken once and appended as many times as needed."""
+    """One builder's lists prepared once for copying (index columns and poses as arrays), appended as many
+    times as needed by :meth:`WorldBuilderMixin._append_block`."""
 
     def __init__(self, b):
+        self.b = b
         self.n_particles, self.n_bodies = b.particle_count, b.body_count
-        self.particle_q = np.asarray(b.particle_q, dtype=np.float64).reshape(-1, 3)
-        self.particle_qd = np.asarray(b.particle_qd, dtype=np.float64).reshape(-1, 3)
-
-        def idx(data, k):
-            return np.asarray(data, dtype=np.int64).reshape(-1, k)
-
-        self.spring_indices = idx(b.spring_indices, 2)
-        self.tri_indices = idx(b.tri_indices, 3)
-        self.edge_indices = idx(b.edge_indices, 4)
-        self.tet_indices = idx(b.tet_indices, 4)
-        self.tet_poses = np.asarray(b.tet_poses, dtype=np.float64).reshape(-1, 3, 3)
-
-        self.body_q = transforms_to_array(b.body_q)
-        self.body_qd = np.asarray(b.body_qd, dtype=np.float64).reshape(-1, 6)
-        self.joint_parent = np.asarray(b.joint_parent, dtype=np.int64)
-        self.joint_child = np.asarray(b.joint_child, dtype=np.int64)
-        self.joint_to_world = np.flatnonzero(self.joint_parent < 0)  # their parent frame is in world
-        self.joint_X_p_world = transforms_to_array([b.joint_X_p[j] for j in self.joint_to_world])
+        self.arrays = {}
+        for f in builder_fields():
+            values = getattr(b, f.name)
+            if f.copy == "particle_index":
+                self.arrays[f.name] = np.asarray(values, dtype=np.int64).reshape((-1,) + f.inner)
+            elif f.copy == "body_index":
+                self.arrays[f.name] = np.asarray(values, dtype=np.int64)
+            elif f.copy in ("point", "vector"):
+                self.arrays[f.name] = np.asarray(values, dtype=np.float64).reshape(-1, 3)
+            elif f.copy == "spatial":
+                self.arrays[f.name] = np.asarray(values, dtype=np.float64).reshape(-1, 6)
+            elif f.copy == "pose":
+                self.arrays[f.name] = transforms_to_array(values)
+            elif f.copy == "tet_pose":
+                self.arrays[f.name] = np.asarray(values, dtype=np.float64).reshape(-1, 3, 3)
+        # poses given in world (a joint's parent frame when its parent is the world, a static shape's pose)
         self.shape_body = np.asarray(b.shape_body, dtype=np.int64)
         self.static_shapes = np.flatnonzero(self.shape_body < 0)
-        self.static_X = transforms_to_array([b.shape_transform[s] for s in self.static_shapes])
-        self.b = b
+        self.in_world = {"joint_X_p": np.flatnonzero(np.asarray(b.joint_parent, dtype=np.int64) < 0),
+                         "shape_transform": self.static_shapes}
+        self.world_poses = {name: transforms_to_array([getattr(b, name)[i] for i in idx])
+                            for name, idx in self.in_world.items()}
 
 
 class WorldBuilderMixin:
@@ -229,88 +232,49 @@ class WorldBuilderMixin:
 
     # ------------------------------------------------------------------ the copy
     def _append_block(self, blk: _Block, off: _Offset, w: int, static_world) -> None:
+        """Append every declared builder list of ``blk`` (:func:`inertia.schema.builder_fields`) by its copy
+        rule: indices shifted past this builder's particles and bodies, poses and vectors moved by ``off``,
+        world indices set to ``w`` (static shapes: ``static_world``; None leaves them out of this copy)."""
         b = blk.b
-        p0, b0 = self.particle_count, self.body_count
-        n, nb = blk.n_particles, blk.n_bodies
-
-        # particles and elements
-        self.particle_q += _rows(off.points(blk.particle_q))
-        self.particle_qd += _rows(off.vectors(blk.particle_qd))
-        self.particle_mass += b.particle_mass
-        self.particle_radius += b.particle_radius
-        self.particle_flags += b.particle_flags
-        self.particle_world += [w] * n
-        self.spring_indices += _rows(blk.spring_indices + p0)
-        self.spring_rest_length += b.spring_rest_length
-        self.spring_stiffness += b.spring_stiffness
-        self.spring_damping += b.spring_damping
-        self.tri_indices += _rows(blk.tri_indices + p0)
-        self.tri_poses += b.tri_poses  # in the triangle's own plane: a rigid motion leaves it as it is
-        self.tri_areas += b.tri_areas
-        self.tri_materials += b.tri_materials
-        self.edge_indices += _rows(blk.edge_indices + p0)
-        self.edge_rest_angle += b.edge_rest_angle
-        self.edge_bending_properties += b.edge_bending_properties
-        self.tet_indices += _rows(blk.tet_indices + p0)
-        # the inverse rest edge matrix is in world axes: a rotated rest shape has Dm^-1 R^T
-        self.tet_poses += list(blk.tet_poses @ off.R.T) if off.rotates else b.tet_poses
-        self.tet_volumes += b.tet_volumes
-        self.tet_materials += b.tet_materials
-
-        # bodies
-        self.body_q += off.poses(blk.body_q) if nb else []
-        qd = blk.body_qd
-        self.body_qd += _rows(np.concatenate([off.vectors(qd[:, :3]), off.vectors(qd[:, 3:])], axis=1))
-        self.body_mass += b.body_mass
-        self.body_inertia += b.body_inertia
-        self.body_com += b.body_com
-        self.body_kinematic += b.body_kinematic
-        self.body_world += [w] * nb
-        self.body_label += b.body_label
-
-        # joints: parent -1 (the world) stays -1, and its frame is in world, so it moves with the copy
-        parent = np.where(blk.joint_parent >= 0, blk.joint_parent + b0, -1)
-        self.joint_type += b.joint_type
-        self.joint_parent += parent.tolist()
-        self.joint_child += (blk.joint_child + b0).tolist()
-        x_p = list(b.joint_X_p)
-        for j, xf in zip(blk.joint_to_world.tolist(), off.poses(blk.joint_X_p_world) if len(blk.joint_to_world)
-                         else []):
-            x_p[j] = xf
-        self.joint_X_p += x_p
-        self.joint_X_c += b.joint_X_c
-        self.joint_axis += b.joint_axis
-        self.joint_label += b.joint_label
-        self.joint_world += [w] * b.joint_count
-        for name in ("joint_limit_lower", "joint_limit_upper", "joint_limit_ke", "joint_limit_kd",
-                     "joint_target_ke", "joint_target_kd", "joint_collide_parent"):
-            getattr(self, name).extend(getattr(b, name))
-
-        # shapes: on bodies they follow their body; static ones move with the copy (or are left out)
-        keep = slice(None)
+        shift = {"particle_index": self.particle_count, "body_index": self.body_count}
+        keep = None  # shapes to copy, when the static ones are left out
         if static_world is None and len(blk.static_shapes):
-            keep = np.flatnonzero(blk.shape_body >= 0)
-        xfs = list(b.shape_transform)
-        for s, xf in zip(blk.static_shapes.tolist(), off.poses(blk.static_X) if len(blk.static_shapes) else []):
-            xfs[s] = xf
-        body = blk.shape_body
-        world = np.where(body >= 0, w, -1 if static_world is None else static_world)
-        shape_cols = {
-            "shape_type": b.shape_type, "shape_transform": xfs, "shape_scale": b.shape_scale,
-            "shape_material_ke": b.shape_material_ke, "shape_material_kd": b.shape_material_kd,
-            "shape_material_mu": b.shape_material_mu, "shape_material_restitution": b.shape_material_restitution,
-            "shape_density": b.shape_density, "shape_collision_group": b.shape_collision_group,
-            "shape_collision_mask": b.shape_collision_mask, "shape_flags": b.shape_flags,
-            "shape_mesh": b.shape_mesh, "shape_label": b.shape_label,
-            "shape_body": np.where(body >= 0, body + b0, -1).tolist(), "shape_world": world.tolist(),
-        }
-        for name, values in shape_cols.items():
-            if isinstance(keep, slice):
-                getattr(self, name).extend(values)
+            keep = np.flatnonzero(blk.shape_body >= 0).tolist()
+        for f in builder_fields():
+            values, a = getattr(b, f.name), blk.arrays.get(f.name)
+            rule = f.copy
+            if rule == "plain":
+                new = values
+            elif rule == "world":
+                new = [w] * len(values)
+            elif rule == "shape_world":
+                new = np.where(blk.shape_body >= 0, w, -1 if static_world is None else static_world).tolist()
+            elif rule == "particle_index":
+                new = _rows(a + shift[rule])
+            elif rule == "body_index":  # -1 (the world, a static shape) stays -1
+                new = np.where(a >= 0, a + shift[rule], -1).tolist()
+            elif rule == "point":
+                new = _rows(off.points(a))
+            elif rule == "vector":
+                new = _rows(off.vectors(a))
+            elif rule == "spatial":
+                new = _rows(np.concatenate([off.vectors(a[:, :3]), off.vectors(a[:, 3:])], axis=1))
+            elif rule == "pose":
+                new = off.poses(a) if len(a) else []
+            elif rule == "world_pose":
+                new = list(values)
+                idx = blk.in_world[f.name]
+                for i, xf in zip(idx.tolist(), off.poses(blk.world_poses[f.name]) if len(idx) else []):
+                    new[i] = xf
+            elif rule == "tet_pose":  # the inverse rest edge matrix is in world axes: rotated, Dm^-1 R^T
+                new = list(a @ off.R.T) if off.rotates else values
             else:
-                getattr(self, name).extend([values[s] for s in keep.tolist()])
-
-        if n or nb or (static_world is not None and static_world >= 0 and len(blk.static_shapes)):
+                raise AssertionError(f"field {f.name}: unknown copy rule {rule!r}")
+            if keep is not None and f.entity == "shape":
+                new = [new[s] for s in keep]
+            getattr(self, f.name).extend(new)
+        if blk.n_particles or blk.n_bodies or (static_world is not None and static_world >= 0
+                                               and len(blk.static_shapes)):
             self._use_world(w)
 
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import warp as wp
+
+from ..schema import CONTROL, CONTROL_FIELDS, STATE, STATE_CHECKPOINT, STATE_FIELDS, STATE_VELOCITIES
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,11 @@ class Field:
         return (self.count,) if self.width == 1 else (self.count, self.width)
 
 
+def _width(dtype) -> int:
+    """Floats per entry of a Warp dtype (1 for a scalar)."""
+    return int(np.prod(getattr(dtype, "_shape_", ()) or (1,)))
+
+
 def _layout(specs) -> tuple:
     fields, offset = [], 0
     for name, dtype, width, count in specs:
@@ -46,20 +54,17 @@ def _layout(specs) -> tuple:
 class Layout:
     """The packed state and control rows of one model."""
 
-    # state arrays, in row order; "velocity" ones are reported with the velocities (grad_norms)
-    STATE = (("particle_q", wp.vec3, 3), ("particle_qd", wp.vec3, 3), ("body_q", wp.transform, 7),
-             ("body_qd", wp.spatial_vector, 6))
-    VELOCITIES = ("particle_qd", "body_qd")
-    CONTROL = (("particle_f", wp.vec3, 3), ("body_f", wp.spatial_vector, 6), ("joint_target_pos", wp.float32, 1),
-               ("joint_target_vel", wp.float32, 1), ("joint_f", wp.float32, 1))
+    # state arrays in row order (what a step reads of its input state: inertia.schema.STATE_CHECKPOINT), the
+    # velocities among them (reported with the velocities in grad_norms), and every control array
+    STATE = tuple((f.name, f.dtype, _width(f.dtype)) for f in STATE_FIELDS if f.name in STATE_CHECKPOINT)
+    VELOCITIES = STATE_VELOCITIES
+    CONTROL = tuple((f.name, f.dtype, _width(f.dtype)) for f in CONTROL_FIELDS)
     CONTROL_NAMES = tuple(c[0] for c in CONTROL)
 
     def __init__(self, model):
-        counts = {"particle": model.particle_count, "body": model.body_count, "joint": model.joint_dof_count}
-        self.state, self.state_size = _layout(
-            (n, d, w, counts[n.split("_")[0]]) for n, d, w in self.STATE)
+        self.state, self.state_size = _layout((n, d, w, model.count(STATE[n].entity)) for n, d, w in self.STATE)
         self.control, self.control_size = _layout(
-            (n, d, w, counts[n.split("_")[0]]) for n, d, w in self.CONTROL)
+            (n, d, w, model.count(CONTROL[n].entity)) for n, d, w in self.CONTROL)
         self.state_names = tuple(f.name for f in self.state)
         self.control_names = tuple(f.name for f in self.control)
 
@@ -94,9 +99,8 @@ class Layout:
             wp.copy(view, getattr(state, name).grad)
 
     def state_bytes(self, model) -> int:
-        """Bytes of one State of ``model`` (every array, the force accumulators and joint coordinates too)."""
-        return 4 * (self.state_size + 3 * model.particle_count + 6 * model.body_count
-                    + model.joint_coord_count + model.joint_dof_count)
+        """Bytes of one State of ``model``: every declared state array (inertia.schema.STATE_FIELDS)."""
+        return 4 * sum(_width(f.dtype) * model.count(f.entity) for f in STATE_FIELDS)
 
     def pack(self, fields, values: dict, rows: int | None, device) -> torch.Tensor:
         """``(rows, size)`` (or ``(size,)`` when ``rows`` is None) float32 from ``{name: tensor}`` (differentiable)."""

@@ -1,61 +1,60 @@
-"""The parameters a rollout can differentiate with respect to: names, the model arrays they write, entity kinds.
+"""The parameters a rollout can differentiate with respect to: one registry for :class:`inertia.Rollout`,
+its torch bridge and its batched (many-world) views.
 
-One table for :class:`inertia.Rollout`, its torch bridge and its batched (many-world) views.
+Each entry is a name users pass in ``Rollout(params=...)``, the model arrays it is written to and the
+entity its first dimension counts. Most are a model field declared with ``param=True`` in
+:mod:`inertia.schema`, written as is. Three are user-facing forms of fields the kernels read, with the
+derived values computed in torch by the bridge (so autograd chains their gradients back):
+``particle_mass`` (written as ``particle_inv_mass``), ``body_mass`` (``body_mass`` and ``body_inv_mass``) and
+``body_inertia`` (``body_inertia`` and ``body_inv_inertia``).
 """
 
 from __future__ import annotations
 
-# Model arrays that a rollout can differentiate with respect to. The torch bridge also
-# takes ``particle_mass`` (written as ``particle_inv_mass``) and ``body_mass`` (written as
-# ``body_mass`` and ``body_inv_mass``); ``body_inertia`` is written with its inverse.
-DIFFERENTIABLE_PARAMS = (
-    "particle_inv_mass",
-    "particle_radius",
-    "spring_rest_length",
-    "spring_stiffness",
-    "spring_damping",
-    "tri_materials",
-    "edge_rest_angle",
-    "edge_bending_properties",
-    "tet_materials",
-    "shape_material_ke",
-    "shape_material_kd",
-    "shape_material_mu",
-    "shape_material_restitution",
-    "gravity",
-    "body_inv_mass",
-    "body_inertia",
-    "joint_target_ke",
-    "joint_target_kd",
-    "joint_limit_ke",
-    "joint_limit_kd",
-)
-# user-facing name -> the model arrays it is written to (the bridge computes the derived values in torch,
-# so autograd chains their gradients back to what the user passed)
-PARAM_ALIASES = {
+from dataclasses import dataclass
+
+from ..schema import MODEL, MODEL_FIELDS
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # what users pass
+    writes: tuple  # the model arrays it is written to (derived ones computed by the torch bridge)
+    entity: str  # what its first dimension counts ("world" for gravity: one per world already)
+    unit: str
+
+
+# user-facing forms whose derived values the bridge computes (inertia.rollout.torch_bridge.DERIVED)
+DERIVED_PARAMS = {
     "particle_mass": ("particle_inv_mass",),
     "body_mass": ("body_mass", "body_inv_mass"),
     "body_inertia": ("body_inertia", "body_inv_inertia"),
 }
+
+PARAMS = {f.name: Param(f.name, (f.name,), f.entity, f.unit) for f in MODEL_FIELDS if f.param}
+for _name, _writes in DERIVED_PARAMS.items():
+    _f = MODEL.get(_name) or MODEL[_writes[0]]
+    PARAMS[_name] = Param(_name, _writes, _f.entity, _f.unit)
+del _name, _writes, _f
+
+# Model arrays a rollout can differentiate with respect to, written as they are
+DIFFERENTIABLE_PARAMS = tuple(f.name for f in MODEL_FIELDS if f.param)
+# user-facing name -> the model arrays it is written to, where that is not the name itself
+PARAM_ALIASES = dict(DERIVED_PARAMS)
 
 
 def warp_param_names(names) -> tuple:
     """The model arrays that the declared parameter ``names`` write."""
     out = []
     for n in names:
-        out.extend(PARAM_ALIASES.get(n, (n,)))
+        out.extend(PARAMS[n].writes if n in PARAMS else (n,))
     return tuple(out)
 
 
-# parameter name -> the entity kind its first dimension counts (gravity has its own rule)
-PARAM_KINDS = {
-    "particle_mass": "particle", "particle_inv_mass": "particle", "particle_radius": "particle",
-    "spring_rest_length": "spring", "spring_stiffness": "spring", "spring_damping": "spring",
-    "tri_materials": "triangle", "edge_rest_angle": "edge", "edge_bending_properties": "edge",
-    "tet_materials": "tetrahedron",
-    "shape_material_ke": "shape", "shape_material_kd": "shape", "shape_material_mu": "shape",
-    "shape_material_restitution": "shape",
-    "body_mass": "body", "body_inv_mass": "body", "body_inertia": "body",
-    "joint_target_ke": "joint_dof", "joint_target_kd": "joint_dof", "joint_limit_ke": "joint_dof",
-    "joint_limit_kd": "joint_dof",
-}
+def param_entity(name: str) -> str | None:
+    """The entity a parameter's (or a written model array's) first dimension counts."""
+    p = PARAMS.get(name)
+    if p is not None:
+        return p.entity
+    f = MODEL.get(name)
+    return None if f is None else f.entity

@@ -94,24 +94,35 @@ def _param_values(model, name: str, value: torch.Tensor) -> list:
             # a kinematic body has no inertia to move with, and a dynamic one cannot be switched off here
             raise ValueError("params['body_inv_mass'] must be > 0 exactly where the model's bodies are dynamic "
                              "(0 for kinematic bodies)")
-    if name == "particle_mass":
-        return [("particle_inv_mass", _inverse_where_positive(value))]
-    if name == "body_mass":
-        dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
-        if bool((dynamic & (value <= 0)).any()):
-            raise ValueError("params['body_mass'] must be > 0 for dynamic bodies")
-        return [("body_mass", value), ("body_inv_mass", torch.where(dynamic, _inverse_where_positive(value),
-                                                                     torch.zeros_like(value)))]
-    if name == "body_inertia":
-        dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
-        if not torch.allclose(value, value.transpose(-1, -2), rtol=1e-5, atol=1e-8):
-            raise ValueError("params['body_inertia'] must be symmetric")
-        if bool(dynamic.any()) and not bool((torch.linalg.eigvalsh(value[dynamic].detach()) > 0).all()):
-            raise ValueError("params['body_inertia'] must be positive definite for dynamic bodies")
-        inverse = torch.zeros_like(value)
-        inverse[dynamic] = torch.linalg.inv(value[dynamic])
-        return [("body_inertia", value), ("body_inv_inertia", inverse)]
-    return [(name, value)]
+    derive = DERIVED.get(name)
+    return [(name, value)] if derive is None else derive(model, value)
+
+
+def _particle_mass(model, value):
+    return [("particle_inv_mass", _inverse_where_positive(value))]
+
+
+def _body_mass(model, value):
+    dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
+    if bool((dynamic & (value <= 0)).any()):
+        raise ValueError("params['body_mass'] must be > 0 for dynamic bodies")
+    return [("body_mass", value), ("body_inv_mass", torch.where(dynamic, _inverse_where_positive(value),
+                                                                 torch.zeros_like(value)))]
+
+
+def _body_inertia(model, value):
+    dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
+    if not torch.allclose(value, value.transpose(-1, -2), rtol=1e-5, atol=1e-8):
+        raise ValueError("params['body_inertia'] must be symmetric")
+    if bool(dynamic.any()) and not bool((torch.linalg.eigvalsh(value[dynamic].detach()) > 0).all()):
+        raise ValueError("params['body_inertia'] must be positive definite for dynamic bodies")
+    inverse = torch.zeros_like(value)
+    inverse[dynamic] = torch.linalg.inv(value[dynamic])
+    return [("body_inertia", value), ("body_inv_inertia", inverse)]
+
+
+# the torch derivation of each parameter the registry lists as derived (inertia.rollout.params.DERIVED_PARAMS)
+DERIVED = {"particle_mass": _particle_mass, "body_mass": _body_mass, "body_inertia": _body_inertia}
 
 
 def run_rollout(rollout, states: dict, controls: dict, params):

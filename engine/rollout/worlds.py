@@ -31,10 +31,8 @@ import torch
 import warp as wp
 
 from .inputs import STATE_ARGS as _STATE_ARGS, as_input as _as_input
-from .params import PARAM_KINDS
-
-# the state / control arrays and the kind that counts their entities
-_ENTITY_OF = {"particle": "particle", "body": "body", "joint": "joint_dof"}
+from ..schema import CONTROL, STATE
+from .params import param_entity
 
 
 def _np(a) -> np.ndarray:
@@ -122,7 +120,7 @@ class WorldViews:
 
     @staticmethod
     def _field_kind(field) -> str:
-        return _ENTITY_OF[field.name.split("_")[0]]
+        return (STATE.get(field.name) or CONTROL[field.name]).entity
 
     def flatten_inputs(self, layout, frames: int, states: dict, controls: dict, device):
         """Check batched state and control tensors and reshape them to the flat layout (views)."""
@@ -148,10 +146,10 @@ class WorldViews:
     def flatten_param(self, name: str, value, flat_shape: tuple, device):
         """A parameter given per world ``(W, per_world, ...)`` as the model's flat array (differentiable);
         the flat form passes through unchanged."""
-        kind = PARAM_KINDS.get(name)
+        kind = param_entity(name)
         if not isinstance(value, torch.Tensor) or tuple(value.shape) == tuple(flat_shape):
             return value
-        if kind is None:  # gravity: the model's array is already one entry per world
+        if kind == "world":  # gravity: the model's array is already one entry per world
             return value
         batched = self.batched_shape(kind, flat_shape[1:])
         if tuple(value.shape) != batched:

@@ -1,0 +1,151 @@
+"""A fingerprint of what the engine computes: SHA-256 of trajectories and gradients of every benchmark scene.
+
+For refactors that must leave results bitwise unchanged: run it before and after on the same machine and
+compare (``python benchmarks/fingerprint.py --out before.json``, then ``--compare before.json``). It
+covers each scene of ``bench_scenes`` in both solvers (collision, every force and constraint stage,
+bodies and joints), many worlds built by ``replicate`` and a rotated ``add_builder`` (their reset too),
+and tape gradients of a cloth, a soft block and a rigid scene through ``inertia.Rollout``. Hashes
+depend on the CPU's rounding, so compare on one machine only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_scenes import SCENES, SOLVERS, InertiaRunner  # noqa: E402
+
+SIZES = {"cloth": (6, 6), "granular": (4, 4, 3), "soft": (3, 2, 2), "boxes": (2, 2, 2), "chain": (6,)}
+
+
+def digest(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def state_digest(state) -> str:
+    arrays = [getattr(state, n).numpy() for n in ("particle_q", "particle_qd", "body_q", "body_qd", "joint_q",
+                                                  "joint_qd")]
+    assert all(np.isfinite(a).all() for a in arrays), "a fingerprint scene went non-finite: a weak fingerprint"
+    return digest(*arrays)
+
+
+def scenes(steps: int) -> dict:
+    out = {}
+    for name, scene in SCENES.items():
+        for solver in SOLVERS:
+            r = InertiaRunner(scene, SIZES[name], "cpu", solver)
+            for _ in range(steps):
+                r.step()
+            out[f"{name}/{solver}"] = state_digest(r.state_0)
+    return out
+
+
+def worlds(steps: int) -> dict:
+    import inertia
+
+    robot = inertia.ModelBuilder()
+    body = robot.add_body(xform=((0.0, 0.0, 0.6), (0.0, 0.0, 0.0, 1.0)), angular_velocity=(0.2, 0.1, 0.0))
+    robot.add_shape_box(body, hx=0.1, hy=0.08, hz=0.05)
+    link = robot.add_body(xform=((0.3, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+    robot.add_shape_capsule(link, radius=0.03, half_height=0.12)
+    robot.add_joint_revolute(-1, link, parent_xform=((0.0, 0.0, 1.0), (0, 0, 0, 1)),
+                             child_xform=((-0.3, 0.0, 0.0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=5.0,
+                             target_kd=0.2, limit_lower=-1.0, limit_upper=1.0)
+    robot.add_cloth_grid(2, 2, pos=(-0.5, 0.0, 0.8), mass=0.02)
+    robot.add_soft_grid(1, 1, 1, pos=(0.5, 0.5, 0.3), cell_x=0.1, cell_y=0.1, cell_z=0.1, density=500.0)
+    robot.add_shape_sphere(xform=((0.0, 0.6, 0.2), (0, 0, 0, 1)), radius=0.1)  # static, in the robot's world
+    out = {}
+    for solver in SOLVERS:
+        b = inertia.ModelBuilder()
+        b.add_ground_plane()
+        b.replicate(robot, 3, spacing=2.0)
+        half = math.sqrt(0.5)
+        b.add_builder(robot, xform=((0.0, 5.0, 0.0), (0.0, 0.0, half, half)))  # rotated copy
+        model = b.finalize()
+        s0, s1 = model.state(), model.state()
+        control, contacts = model.control(), model.contacts()
+        control.joint_target_pos.assign(np.linspace(0.2, 0.8, model.joint_dof_count).astype(np.float32))
+        make = SOLVERS[solver]
+        slv = make(model, "boxes")
+        dt = make.settings("boxes")["dt"]
+        for _ in range(steps):
+            model.collide(s0, contacts)
+            slv.step(s0, s1, control, contacts, dt)
+            s0, s1 = s1, s0
+        out[f"worlds/{solver}"] = state_digest(s0)
+        model.reset_worlds(s0, np.array([1, 0, 1, 0]))
+        out[f"worlds/{solver}/reset"] = state_digest(s0)
+        arrays = {k: a for k, a in vars(model).items() if isinstance(a, wp.array) and not k.startswith("_")}
+        out["worlds/model"] = digest(*(arrays[k].numpy() for k in sorted(arrays)))
+    return out
+
+
+def gradients() -> dict:
+    import torch
+
+    import inertia
+
+    out = {}
+    b = inertia.ModelBuilder()
+    b.add_ground_plane(mu=0.4)
+    b.add_cloth_grid(4, 4, pos=(0.0, 0.0, 0.3))
+    b.add_soft_grid(1, 1, 2, pos=(0.8, 0.0, 0.1), density=300.0, k_mu=2e4, k_lambda=4e4)
+    box = b.add_body(xform=((-0.5, 0.0, 0.2), (0, 0, 0, 1)), linear_velocity=(1.0, 0.0, 0.0))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
+    model = b.finalize(requires_grad=True)
+    params = ("tri_materials", "tet_materials", "shape_material_mu", "body_mass", "particle_mass")
+    for name, solver in (("semi_implicit", inertia.SemiImplicitSolver(model)),
+                         ("xpbd", inertia.XPBDSolver(model, iterations=4))):
+        # (the step each scene's defaults are stable at: 40 substeps semi-implicit, 10 XPBD)
+        ro = inertia.Rollout(model, solver, 4, 1.0 / 60.0, 40 if name == "semi_implicit" else 10, params=params,
+                             checkpoint_every=3)
+        values = {p: wp.to_torch(getattr(model, p)).detach().clone().requires_grad_(True) for p in params}
+        qd0 = torch.zeros((model.particle_count, 3), requires_grad=True)
+        res = ro(qd0=qd0, params=values)
+        loss = res.particle_q.double().sum() + res.body_q.double()[..., :3].sum() + 0.1 * res.particle_qd.double().sum()
+        loss.backward()
+        assert torch.isfinite(loss) and all(torch.isfinite(values[p].grad).all() for p in params)
+        out[f"rollout/{name}"] = digest(res.particle_q.detach().numpy(), res.body_q.detach().numpy(),
+                                        qd0.grad.numpy(), *(values[p].grad.numpy() for p in params))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=60, help="steps per scene")
+    ap.add_argument("--out", help="write the fingerprint as JSON here")
+    ap.add_argument("--compare", help="a JSON written by --out: report every hash that differs")
+    ap.add_argument("--tiny", action="store_true", help="3 steps (the smoke test)")
+    args = ap.parse_args(argv)
+    wp.config.log_level = wp.LOG_WARNING
+    wp.init()
+    steps = 3 if args.tiny else args.steps
+    result = {**scenes(steps), **worlds(steps), **gradients()}
+    for k, v in result.items():
+        print(f"{k:28s} {v}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    if args.compare:
+        with open(args.compare) as f:
+            ref = json.load(f)
+        diff = sorted(k for k in set(ref) | set(result) if ref.get(k) != result.get(k))
+        print("identical" if not diff else f"DIFFERENT: {diff}")
+        return 1 if diff else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,10 @@ steps (20 frames), section 2 at T = 10 and 40. Checks that every figure is finit
 that checkpointing is estimated to need less memory than one tape, and that the gradients are the
 same with and without checkpointing (the CPU backward pass is bitwise reproducible for every k).
 
+The README's "peak memory, 32x32 cloth, 10,000 steps" figure is the full benchmark's measured output
+(``python benchmarks/rollout.py``, minutes); ``test_checkpointed_memory_grows_like_sqrt_T...`` checks
+the property behind it on the full-size cloth without running it: ``Rollout.memory_estimate()``.
+
 The same for the XPBD solver, shorter (it launches ~20x the kernels per step): ``--solver xpbd``
 with its stated cloth settings (dt = 1/600 s, 20 iterations, relaxation 1.5), section 1 at T = 20
 steps (10 frames), section 2 at T = 20 only. The two benchmark processes run at the same time.
@@ -13,12 +17,12 @@ steps (10 frames), section 2 at T = 20 only. The two benchmark processes run at 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
-
 import time
 
 import pytest
@@ -252,3 +256,52 @@ def test_xpbd_memory_figures(xpbd_report, report):
     semi = [m for m in report[0]["memory"] if m["mode"] == "none" and m["steps"] == 40][0]
     per_step = none["estimate"]["segment"] / XPBD_STEPS
     assert per_step > 10 * semi["estimate"]["segment"] / 40, (per_step, semi["estimate"]["segment"])
+
+
+# ------------------------------------------------------------------ the README's memory figure
+@pytest.fixture(scope="module")
+def full_size_cloth():
+    """benchmarks/rollout.py's full-size scene (32x32 cloth, semi-implicit, 10 substeps a frame), built in this
+    process from the benchmark's own code (imported by path; its sys.path entry is removed again)."""
+    spec = importlib.util.spec_from_file_location("benchmarks_rollout", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+        full = module.FULL
+        case = module.InertiaCase(full["size"], full["height"], "semi_implicit", full["substeps"])
+    finally:
+        sys.path[:] = saved
+    return case, full
+
+
+def test_checkpointed_memory_grows_like_sqrt_T_and_is_under_1_percent_of_one_tape(full_size_cloth):
+    """What the README's "12.2 MiB / 1,496 MiB (0.8 %)" at T = 10,000 rests on, from the memory model.
+
+    One tape keeps every step's states and contacts: linear in T. With the default checkpoint length k
+    (minimising checkpoints (frames / k) + one recorded segment (k frames)) the total is ~2 sqrt(frames x
+    checkpoint x segment-frame), so 4x the horizon costs 2x. The README's figures are the benchmark's measured
+    RSS growth; the estimates here (13.6 MiB / 1,828 MiB at T = 10,000, 0.75 %) are what Rollout computes
+    from its buffers, the same order: this checks the scaling and the fraction, not the measured MiB."""
+    case, full = full_size_cloth
+    substeps = full["substeps"]
+    assert full["size"] == 32 and 10000 in full["memory_steps"]  # the README's row
+    checkpointed, one_tape, ks = {}, {}, {}
+    for steps in (2500, 10000, 40000):
+        frames = steps // substeps
+        r = case.rollout(frames, None)  # builds buffers only; nothing is simulated
+        ks[steps] = r.checkpoint_every
+        checkpointed[steps] = r.memory_estimate()["total"]
+        one_tape[steps] = r.memory_estimate(frames)["total"]
+    mib = 1 << 20
+    print("\n[memory estimate, 32x32 cloth] " + ", ".join(
+        f"T = {t}: k = {ks[t]}, checkpointed {checkpointed[t] / mib:.1f} MiB, one tape {one_tape[t] / mib:.0f} MiB "
+        f"({checkpointed[t] / one_tape[t]:.2%})" for t in checkpointed))
+    # one tape: linear in T (the outputs and the one checkpoint are 26 kB of ~1.8 GB)
+    assert one_tape[40000] / one_tape[10000] == pytest.approx(4.0, rel=1e-3)
+    assert one_tape[10000] / one_tape[2500] == pytest.approx(4.0, rel=1e-3)
+    # checkpointed: like sqrt(T), 2x for 4x the horizon (k is an integer: measured 1.99x both times)
+    assert 1.8 < checkpointed[10000] / checkpointed[2500] < 2.2
+    assert 1.8 < checkpointed[40000] / checkpointed[10000] < 2.2
+    # at the README's horizon: under 1 % of one tape (measured RSS 0.8 %, estimate 0.75 %)
+    assert checkpointed[10000] < 0.01 * one_tape[10000]

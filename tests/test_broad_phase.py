@@ -124,7 +124,9 @@ def brute_force_pairs(model, body_q):
     return out
 
 
-def test_broad_phase_1000_boxes_on_a_plane_matches_brute_force_and_is_linear():
+def test_broad_phase_1000_boxes_on_a_plane_matches_brute_force_and_pairs_only_neighbours():
+    """One size: the pairs are exactly brute force's and about 5 per box (each box's AABB meets its 8
+    neighbours' and the plane), not n^2 / 2. That is the pair list's size; the sweep's cost is not timed."""
     rng = np.random.default_rng(3)
     b = inertia.ModelBuilder()
     b.add_ground_plane()
@@ -149,7 +151,7 @@ def test_broad_phase_1000_boxes_on_a_plane_matches_brute_force_and_is_linear():
           f"{contacts} contact points")
     assert len(got) == len(set(got)), "a pair was written twice"
     assert set(got) == expected
-    assert len(got) < 10 * n
+    assert len(got) < 5 * n  # 4 neighbour pairs a box (half of 8) plus the plane, less the border's: 4.8 n
     # every box rests on the plane with its 4 bottom corners; its neighbours are beyond the margin
     assert contacts == 4 * n
 

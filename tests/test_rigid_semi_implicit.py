@@ -1,8 +1,9 @@
 """Rigid bodies in the SemiImplicitSolver against known answers: contact, friction, joints, drives, limits.
 
-Known answers: a box on an incline sticks (creeping at the rate the friction
-bound predicts) below the friction angle and slides at g (sin - mu cos) above
-it; a compound pendulum swings with period 2 pi sqrt(I_pivot / (m g d)); a
+Known answers: a box on an incline creeps at the rate the friction bound
+predicts below the friction angle and slides at g (sin - mu cos) (smoothed)
+above it; a compound pendulum swings with period 2 pi sqrt(I_pivot / (m g d))
+(1 + theta0^2 / 16 + 11 theta0^4 / 3072); a
 hanging chain's joints part by exactly the load over (attach_ke x effective
 mass); a PD drive follows the damped oscillator I th'' + kd th' + ke (th - th*)
 = 0; Control.joint_f accelerates a hinge at tau / I_pivot; a resting box sinks
@@ -68,25 +69,53 @@ def box_on_incline(theta, mu=0.5, h=0.05, steps=1000, dt=1e-3):
     return np.array(xs), np.array(vs), sim
 
 
-def test_box_on_incline_sticks_below_the_friction_angle_and_slides_above_it():
-    mu, dt = 0.5, 1e-3
-    # stick: tan(10 deg) = 0.18 < mu. Near rest each corner's friction is capped at m_t |v_t| / dt
-    # (m_t: the cube's effective mass at a corner along the slope, 1/4 kg, split among the 4 corners),
-    # so the held cube creeps at v = m g sin(theta) dt / sum(m_t) = 4 g sin(theta) dt (6.8 mm/s).
+def test_box_on_incline_below_the_friction_angle_creeps_at_the_friction_bound_rate():
+    """tan(10 deg) = 0.18 < mu: Coulomb would hold the cube; the smoothed law lets it creep at a rate set by
+    the bound that keeps one explicit step from reversing the sliding (a known limit, README)."""
+    mu, dt, h = 0.5, 1e-3, 0.05
     theta = math.radians(10.0)
-    xs, vs, _ = box_on_incline(theta, mu, dt=dt)
-    creep = 4 * G * math.sin(theta) * dt
-    print(f"\n[incline] stick at 10 deg: moved {xs[-1] * 1e3:.2f} mm in 1 s, creep {vs[-1] * 1e3:.3f} mm/s "
-          f"(bound predicts {creep * 1e3:.3f} mm/s); a free slide would cover {0.5 * G * math.sin(theta) * 1e3:.0f} mm")
-    assert abs(vs[-1] / creep - 1) < 0.02
-    assert 0 < xs[-1] < 1.1 * creep * 1.0  # below the creep over 1 s (7.5 mm), vs 852 mm frictionless
-    # slide: tan(40 deg) = 0.84 > mu: a = g (sin - mu cos) once |v| >> friction_smoothing (0.01 m/s)
+    xs, vs, _ = box_on_incline(theta, mu, h=h, dt=dt)
+    # Near rest each corner's friction is capped at m_t |v_t| / dt, m_t = 1 / (4 w) (the cube's mass split
+    # among its 4 corners), w = 1/m + |r x t|^2 / I its inverse mass along the slope t at the contact point
+    # r; the held cube creeps where the caps add up to m g sin(theta): v = g sin(theta) dt m w. The contact
+    # point is the midpoint of the corner and its projection on the plane, d / 2 above the corner (d =
+    # m g cos(theta) / (4 ke), the corners' rest depth): |r x t|^2 = h^2 + (h - d / 2)^2, I = 2/3 m h^2,
+    # so m w = 1 + 1.5 (h^2 + (h - d/2)^2) / h^2 = 4 - 1.5 d / h + ... (6.80 mm/s; the depth takes 0.19 %).
+    ke = inertia.ModelBuilder.default_shape_ke
+    d = G * math.cos(theta) / (4 * ke)
+    creep = G * math.sin(theta) * dt * (1 + 1.5 * (h * h + (h - 0.5 * d) ** 2) / (h * h))
+    v = float(np.mean(vs[500:]))  # the steady creep over the second half second
+    print(f"\n[incline] 10 deg: moved {xs[-1] * 1e3:.3f} mm in 1 s, creep {v * 1e3:.4f} mm/s, friction bound "
+          f"{creep * 1e3:.4f} mm/s ({v / creep - 1:+.1e}); a free slide would cover "
+          f"{0.5 * G * math.sin(theta) * 1e3:.0f} mm")
+    # measured -3.5e-5 (the creeping cube's slight tilt and float32 rounding of 7 um steps); 5e-4 is 14x that
+    # and catches a quarter of the contact depth's own 1.9e-3 share
+    assert abs(v / creep - 1) < 5e-4
+    # the distance is the creep over 1 s plus a start-up transient (the velocity overshoots to 1.5x the creep
+    # in the first ~10 ms while the corners settle): measured +0.3 %
+    assert 0 < xs[-1] < 1.01 * creep * 1.0  # vs 852 mm frictionless
+
+
+def test_box_on_incline_above_the_friction_angle_slides_at_g_sin_minus_mu_cos():
+    mu, dt = 0.5, 1e-3
+    # tan(40 deg) = 0.84 > mu: a = g (sin - mu cos) where Coulomb friction is mu f_n; the smoothed law
+    # applies mu f_n v / sqrt(v^2 + eps^2) (eps = friction_smoothing), so over steps 501..1000 the expected
+    # mean acceleration is g sin - mu g cos mean(v / sqrt(v^2 + eps^2)) at the velocities each step began
+    # with (semi-implicit Euler integrates a constant force exactly)
     theta = math.radians(40.0)
     xs, vs, sim = box_on_incline(theta, mu, dt=dt)
+    eps = sim.model.friction_smoothing
     a = (vs[-1] - vs[499]) / (500 * dt)
-    a_ref = G * (math.sin(theta) - mu * math.cos(theta))
-    print(f"[incline] slide at 40 deg: a = {a:.4f} m/s^2, g (sin - mu cos) = {a_ref:.4f} ({a / a_ref - 1:+.2e})")
-    assert abs(a / a_ref - 1) < 0.02
+    a_coulomb = G * (math.sin(theta) - mu * math.cos(theta))
+    v = vs[499:-1]
+    a_ref = G * (math.sin(theta) - mu * math.cos(theta) * np.mean(v / np.sqrt(v * v + eps * eps)))
+    print(f"[incline] slide at 40 deg: a = {a:.6f} m/s^2, smoothed law {a_ref:.6f} ({a / a_ref - 1:+.1e}), "
+          f"g (sin - mu cos) = {a_coulomb:.6f} ({a / a_coulomb - 1:+.1e})")
+    # measured 3e-6 (float32: each step adds 2.5e-3 m/s to a velocity of ~2 m/s whose last bit is 2.4e-7,
+    # ~1e-4 of the increment, at random over 500 steps); 5e-5 is 15x that
+    assert abs(a / a_ref - 1) < 5e-5
+    # and Coulomb's law itself, once |v| >> eps: the smoothing's share is 2.3e-5 of a
+    assert abs(a / a_coulomb - 1) < 1e-4
     # it slid flat on its face: no tumbling
     assert np.abs(sim.state.body_qd.numpy()[0][3:]).max() < 1e-3
 
@@ -139,7 +168,9 @@ def test_pendulum_period_matches_the_compound_pendulum():
     model = b.finalize(device=DEVICE)
     m = float(model.body_mass.numpy()[0])
     i_pivot = float(model.body_inertia.numpy()[0][1, 1]) + m * hz * hz
-    period = 2 * math.pi * math.sqrt(i_pivot / (m * G * hz))
+    small = 2 * math.pi * math.sqrt(i_pivot / (m * G * hz))  # the small-amplitude period
+    # at amplitude theta0 the period is longer by the elliptic integral's series (+1.6e-4 at 0.05 rad)
+    period = small * (1 + theta0 ** 2 / 16 + 11 * theta0 ** 4 / 3072)
     sim = Sim(model)
     inertia.eval_fk(model, [theta0], [0.0], sim.state)
     angle = [theta0]
@@ -148,10 +179,17 @@ def test_pendulum_period_matches_the_compound_pendulum():
     i = np.where((a[:-1] > 0) & (a[1:] <= 0))[0]
     crossings = (i + a[i] / (a[i] - a[i + 1])) * dt
     measured = float(np.mean(np.diff(crossings)))
-    print(f"\n[pendulum] period {measured:.5f} s vs 2 pi sqrt(I/(m g d)) = {period:.5f} s ({measured / period - 1:+.2e};"
-          f" the finite amplitude alone adds theta0^2/16 = {theta0 ** 2 / 16:.1e}), {len(crossings)} crossings")
+    print(f"\n[pendulum] period {measured:.7f} s vs the compound pendulum at {theta0} rad {period:.7f} s "
+          f"({measured / period - 1:+.1e}; small-amplitude {small:.7f} s, {measured / small - 1:+.1e}), "
+          f"{len(crossings)} crossings")
     assert len(crossings) >= 3
-    assert abs(measured / period - 1) < 0.01
+    # What the method explains: semi-implicit Euler shortens an oscillator's period by (omega dt)^2 / 24
+    # (omega = 2 pi / period: 1.2e-6 here); the joint's attachment springs let the pivot give g / attach_ke = 0.1 mm, which could
+    # lengthen it by up to 0.25 x 0.1 mm / 0.25 m = 1e-4 if the pivot sagged along the arm (measured: it does
+    # not show); the zero crossings are interpolated where the angle is linear in time (error O(dt^3)).
+    # Measured -7e-7 at dt = 1e-3 (+7e-7 at 5e-4); 2e-5 is ~20x that and 8x below the amplitude term
+    # (1.6e-4) that the comparison includes, so a wrong inertia, lever arm or amplitude correction fails it.
+    assert abs(measured / period - 1) < 2e-5
 
 
 def capsule_chain(n, link, z, joint="ball", ke=None, vertical=False):
@@ -382,7 +420,11 @@ def test_particle_hitting_a_free_body_conserves_momentum():
 # --------------------------------------------------------------------------- a pile of boxes
 @pytest.fixture(scope="module")
 def box_pile():
-    """64 unit-density 10 cm cubes (1 kg) dropped 1 cm apart as 16 towers of 4, randomly yawed and shifted."""
+    """64 unit-density 10 cm cubes (1 kg) dropped 1 cm apart as 16 towers of 4, randomly yawed and shifted.
+
+    Returns the sim after 1.5 s and, every 50 steps, the lowest corner [m] and the translational kinetic
+    energy of every box [J]. Which box slides where is chaotic (float32 rounding differs between CPUs): the
+    tests check what holds for any of the outcomes."""
     rng = np.random.default_rng(0)
     h, gap, drop = 0.05, 0.02, 0.01
     b = inertia.ModelBuilder(gravity=-G)
@@ -395,21 +437,23 @@ def box_pile():
                 body = b.add_body(xform=(pos, quat_about((0, 0, 1), rng.uniform(-0.3, 0.3))))
                 b.add_shape_box(body, hx=h, hy=h, hz=h)
     model = b.finalize(device=DEVICE)
+    mass = model.body_mass.numpy().astype(np.float64)
     sim = Sim(model)
-    lowest = []
+    lowest, energy = [], []
     corners = np.array([[sx * h, sy * h, sz * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
 
     def watch(s, k):
         if k % 50 == 0:
-            q = s.state.body_q.numpy()
+            q, qd = s.state.body_q.numpy(), s.state.body_qd.numpy().astype(np.float64)
             lowest.append(min(min(point(q[i], c)[2] for c in corners) for i in range(len(q))))
+            energy.append(0.5 * mass * (qd[:, :3] ** 2).sum(axis=1))
 
     sim.step(1500, 1e-3, watch)
-    return sim, np.array(lowest)
+    return sim, np.array(lowest), np.array(energy)
 
 
 def test_pile_of_64_boxes_stays_above_the_ground(box_pile):
-    sim, lowest = box_pile
+    sim, lowest, _ = box_pile
     qd = sim.state.body_qd.numpy()
     speed = np.linalg.norm(qd[:, :3], axis=1)
     print(f"\n[pile] lowest corner over 1.5 s {lowest.min() * 1e3:.2f} mm; after 1.5 s max speed {speed.max():.3f} m/s,"
@@ -421,10 +465,38 @@ def test_pile_of_64_boxes_stays_above_the_ground(box_pile):
     assert speed.max() < 3.0  # no blow-up: below the fastest free fall in the pile (sqrt(2 g 0.33 m) = 2.5 m/s)
 
 
-@pytest.mark.xfail(strict=True, reason="smoothed Coulomb friction lets resting boxes creep (a few mm/s under a "
-                   "small tilt): after 1.5 s a tower's top box is still sliding off the box below it (measured "
-                   "0.06 m/s max, one box above 0.05 m/s); the XPBDSolver's positional static friction holds")
+def test_pile_of_64_boxes_settles_to_a_slow_creep(box_pile):
+    """Contact damping and friction take out the fall's energy; what is left is the smoothed friction's creep.
+
+    The towers' fall brings ~6.5 J of (translational) kinetic energy, sampled every 50 ms. The pile then
+    settles until only creeping boxes move: a box held by friction under a tilt theta creeps at ~4 g
+    sin(theta) dt (6.8 mm/s at 10 deg, test_box_on_incline_below_the_friction_angle_creeps_at_the_friction_
+    bound_rate), ~2e-5 J a box. A creeping top box may also creep off its tower and slide or fall off: which
+    box and when is chaotic (with other seeds of this pile, 0 to 2 boxes move faster than 5 cm/s after
+    1.5 s and the whole pile's energy ends anywhere from 3e-5 to 4e-2 of its peak). So the checks leave the
+    4 fastest boxes out: the other 60 boxes' energy after 1.5 s (measured 7.8e-5 of the peak here, at most
+    3.6e-4 over seeds 0-9) and the median box's speed (2.8 mm/s here, 1.2-3.5 mm/s over the seeds)."""
+    sim, _, energy = box_pile
+    total = energy.sum(axis=1)
+    peak = int(np.argmax(total))
+    rest = np.sort(energy[-1])[:60].sum()  # all but the 4 fastest boxes, after 1.5 s
+    speed = np.linalg.norm(sim.state.body_qd.numpy()[:, :3], axis=1)
+    print(f"\n[pile] kinetic energy peak {total[peak]:.2f} J at {0.05 * (peak + 1):.2f} s; after 1.5 s all boxes "
+          f"{total[-1]:.1e} J ({total[-1] / total[peak]:.1e} of the peak), the 60 slowest {rest:.1e} J "
+          f"({rest / total[peak]:.1e}); median speed {np.median(speed) * 1e3:.2f} mm/s")
+    assert total[peak] > 1.0  # the towers did fall (each top box from 0.33 m)
+    # the fall's energy is gone from all but a few boxes: by more than three orders of magnitude
+    assert rest < 1e-3 * total[peak]
+    # most boxes rest or creep: the median box moves slower than the creep under a 15 deg tilt (10 mm/s)
+    assert np.median(speed) < 4 * G * math.sin(math.radians(15.0)) * 1e-3
+
+
+@pytest.mark.xfail(strict=False, reason="not at rest after 1.5 s: smoothed Coulomb friction lets boxes creep (a few "
+                   "mm/s under a small tilt) and here a tower's top box creeps off the box below it and then slides "
+                   "off (0.06 m/s at 1.5 s and speeding up; it falls at ~2 s). Which box, and when, depends on float32 "
+                   "rounding (chaotic), so this may pass on another CPU; the XPBDSolver's positional static friction "
+                   "holds its pile. Static friction for this solver is a later issue.")
 def test_pile_of_64_boxes_comes_to_rest(box_pile):
-    sim, _ = box_pile
+    sim, _, _ = box_pile
     speed = np.linalg.norm(sim.state.body_qd.numpy()[:, :3], axis=1)
     assert speed.max() < 0.05

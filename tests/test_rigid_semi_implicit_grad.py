@@ -70,7 +70,12 @@ def particle_loss_kernel(q: wp.array(dtype=wp.vec3), qd: wp.array(dtype=wp.vec3)
 
 
 class BodyRollout:
-    """``steps`` collide + step calls, one State per step; loss = random weights . final (body_q, body_qd, particles)."""
+    """``steps`` collide + step calls, one State per step; loss = random weights . final (body_q, body_qd, particles).
+
+    The finite differences replay the forward pass from a graph captured at the first ``loss()`` (the same
+    kernels on the same buffers, checked bitwise against the plain loop there): a check evaluates the loss
+    ~40 times per input, and the plain loop spends most of its time launching kernels from Python.
+    """
 
     def __init__(self, model, steps, dt, seed=0):
         self.model, self.steps, self.dt = model, steps, dt
@@ -84,15 +89,27 @@ class BodyRollout:
         self.control = model.control()
         self.contacts = model.contacts()
         self.solver = inertia.SemiImplicitSolver(model)
-        self.tape = None
+        self.tape, self.graph = None, None
 
-    def _run(self):
+    def _run(self, check_overflow=True):
         for t in range(self.steps):
-            self.model.collide(self.states[t], self.contacts)
+            self.model.collide(self.states[t], self.contacts, check_overflow=check_overflow)
             self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
 
     def loss(self) -> float:
-        self._run()
+        if self.graph is None:
+            self._run()  # plain first: per-state buffers allocated, modules loaded, overflow checked
+            plain = self._final_loss()
+            with wp.ScopedCapture(device=DEVICE) as cap:
+                self._run(check_overflow=False)
+            self.graph = cap.graph
+            wp.capture_launch(self.graph)
+            assert self._final_loss() == plain, "the captured forward must replay the plain loop bitwise"
+        else:
+            wp.capture_launch(self.graph)
+        return self._final_loss()
+
+    def _final_loss(self) -> float:
         last = self.states[-1]
         q, qd = last.body_q.numpy().astype(np.float64), last.body_qd.numpy().astype(np.float64)
         out = float(np.sum(q * self.wq_np) + np.sum(qd * self.wqd_np))

@@ -1,8 +1,9 @@
 """inertia.Rollout and its torch bridge: checkpointing, gradients vs finite differences, aliasing, errors.
 
 The reference for every gradient is a central difference of the same float32
-rollout (run through torch with no graph), taken along a random direction so
-that one pair of forward runs checks all entries of an input at once.
+rollout (run through torch with no graph), along random directions that move
+all entries of an input at once (``check_gradient`` of gradcheck.py: two steps,
+measured noise, nudged base points).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE
+from gradcheck import Input, TorchProblem, check_gradient
 
 FRAME_DT = 1.0 / 60.0
 
@@ -121,34 +123,24 @@ def test_memory_budget_and_default_segment_length():
 
 
 # ------------------------------------------------------------------ gradients vs finite differences
-ABSOLUTE_STEP = {"q0": 1e-3, "qd0": 1e-3, "spring_rest_length": 1e-3, "particle_f": 3e-2,
-                 "body_q0": 1e-3, "body_qd0": 1e-3, "body_f": 3e-2,
-                 "body_inertia": 1e-4}  # (the smallest moment in test_rollout_bodies is 3.6e-3 kg m^2)
-
-
-def _directional_check(model, inputs: dict, grad_of: dict, run, seed, rel_tol, eps_rel=1e-2, step_scale=1.0):
-    """For each input, compare grad . d with (L(x + h d) - L(x - h d)) / 2h along a random direction d."""
-    rng = np.random.default_rng(seed)
-    errors = {}
-    for name, x in inputs.items():
-        d = torch.tensor(rng.standard_normal(tuple(x.shape)), dtype=torch.float32)
-        # steps chosen where the difference quotient has converged and is not yet rounding noise
-        # (float32 states): 1 mm (mm/s) for states and rest lengths, 0.03 N for forces, 1 % for
-        # stiffness-like parameters
-        h = step_scale * (ABSOLUTE_STEP.get(name) or eps_rel * float(x.abs().max()))
-        with torch.no_grad():
-            up = {**inputs, name: x + h * d}
-            down = {**inputs, name: x - h * d}
-            fd = (run(up).double() - run(down).double()) / (2 * h)
-        g = float((grad_of[name].double() * d.double()).sum())
-        errors[name] = abs(g - float(fd)) / max(abs(g), abs(float(fd)), 1e-6)
-        assert abs(float(fd)) > 1e-4, f"{name}: finite difference {float(fd)} is ~0: the check would be vacuous"
-    print("[rollout gradcheck]", {k: f"{v:.1e}" for k, v in errors.items()})
-    bad = {k: v for k, v in errors.items() if v > rel_tol}
-    assert not bad, f"relative errors above {rel_tol}: {bad}"
+def check_torch_gradients(name: str, run, inputs: dict, steps: dict, seed: int, **kw):
+    """:func:`check_gradient` over a torch function: ``run(dict of tensors)`` -> scalar tensor; ``steps``:
+    input name -> :class:`Input` (or its step h, an absolute one) for every input of ``inputs``."""
+    checked = [s if isinstance(s, Input) else Input(n, h=s) for n, s in steps.items()]
+    assert {i.name for i in checked} == set(inputs), "a step for every input"
+    return check_gradient(name, TorchProblem(run, inputs), checked, seed=seed, **kw)
 
 
 SOLVERS = {"semi_implicit": lambda m: inertia.SemiImplicitSolver(m), "xpbd": lambda m: inertia.XPBDSolver(m, 8)}
+# Central-difference steps, absolute (positions, velocities, rest lengths [m, m/s], forces [N]) and relative
+# (stiffnesses, masses, friction), chosen from the measured noise of each loss: where the rounding of the
+# difference and its truncation are about equal. XPBD's loss is ~10x noisier (sigma ~1e-4 against ~1e-5: its
+# iterated projections at |x| ~ 1 m), and the chain's motion is smooth far wider, so its steps are larger.
+STEPS = {"semi_implicit": {"q0": 1e-3, "qd0": 3e-3, "particle_f": 3e-2, "spring_rest_length": 1e-3},
+         "xpbd": {"q0": 1e-2, "qd0": 1e-2, "particle_f": 0.3, "spring_rest_length": 1e-2}}
+RELATIVE_STEPS = {"semi_implicit": {"spring_stiffness": 3e-2, "particle_mass": 1e-2, "shape_material_ke": 1e-2,
+                                    "shape_material_mu": 1e-2},
+                  "xpbd": {"spring_stiffness": 0.1, "particle_mass": 0.1}}
 
 
 # XPBD through an impact is left out here: its hard contact switches on within a step's iterations, a
@@ -158,43 +150,38 @@ SOLVERS = {"semi_implicit": lambda m: inertia.SemiImplicitSolver(m), "xpbd": lam
 def test_torch_gradients_match_central_differences(contact, solver):
     model = chain_model(contact)
     frames = 12 if contact else 30
-    # (XPBD's mass gradient is checked on the tape in test_xpbd.py, where its central differences are clean;
-    # in this free chain they are not)
-    names = ("spring_stiffness", "spring_rest_length") + (("particle_mass",) if solver == "semi_implicit" else ())
+    names = ("spring_stiffness", "spring_rest_length", "particle_mass")
     if contact:
         names += ("shape_material_ke", "shape_material_mu")
     # XPBD's velocities are position differences / dt, so float32 rounding of positions enters them
-    # amplified by 1/dt: its central differences are clean only at larger steps (2 substeps here)
-    substeps = 2 if solver == "xpbd" else 8
+    # amplified by 1/dt: its central differences are clean only at large steps. One substep per frame: at 2
+    # the loss's noise is 2-5x larger (measured with 2 to 16 iterations) and the stiffness and mass gradients
+    # resolve only to 3.6-4.6 % of S at best (1.7 and 2.9 % here)
+    substeps = 1 if solver == "xpbd" else 8
     ro = inertia.Rollout(model, SOLVERS[solver](model), frames, FRAME_DT, substeps, params=names, checkpoint_every=4)
     q0, qd0 = initial(model)
     inputs = {"q0": q0, "qd0": qd0, "particle_f": 0.2 * weights((frames, 3, 3), 7),
               "spring_stiffness": torch.tensor([200.0, 300.0]),
-              "spring_rest_length": torch.tensor(model.spring_rest_length.numpy())}
-    if "particle_mass" in names:
-        inputs["particle_mass"] = torch.tensor([1.0, 0.5, 2.0])
+              "spring_rest_length": torch.tensor(model.spring_rest_length.numpy()),
+              "particle_mass": torch.tensor([1.0, 0.5, 2.0])}
     if contact:
         inputs["shape_material_mu"] = torch.tensor([0.4])
         inputs["shape_material_ke"] = torch.tensor([2.0e3])
+    # positions and velocities of every frame, in both solvers (XPBD's velocities are its noisiest outputs:
+    # sigma 7e-5 .. 2e-4 with them, 1e-5 .. 3e-5 without, but the gradients grow as much)
     wq, wqd = weights((frames + 1, 3, 3), 11), weights((frames + 1, 3, 3), 12)
-    if solver == "xpbd":  # (see above) the velocities themselves are the noisiest outputs
-        wqd = torch.zeros_like(wqd)
 
     def run(x):
         q, qd = ro(x["q0"], x["qd0"], x["particle_f"], {n: x[n] for n in names})
         return loss_of(q, qd, wq, wqd)
 
-    leaves = {k: v.clone().requires_grad_(True) for k, v in inputs.items()}
-    run(leaves).backward()
-    grads = {k: v.grad for k, v in leaves.items()}
     if contact:  # the scene must actually touch the ground, or this is the no-contact test again
         with torch.no_grad():
             q, _ = ro(q0, qd0)
         assert float(q[:, 0, 2].min()) < 0.05
-    # XPBD's iterative solve carries more float32 rounding into the loss: 3x larger steps, 2x the tolerance
-    xpbd = solver == "xpbd"
-    _directional_check(model, inputs, grads, run, seed=5, rel_tol=(3e-2 if contact else 1e-2) * (2 if xpbd else 1),
-                       step_scale=3.0 if xpbd else 1.0)
+    steps = dict(STEPS[solver])
+    steps.update({n: Input(n, h=h, relative=True) for n, h in RELATIVE_STEPS[solver].items() if n in inputs})
+    check_torch_gradients(f"rollout {solver}{' contact' if contact else ''}", run, inputs, steps, seed=5)
 
 
 # ------------------------------------------------------------------ aliasing and autograd semantics

@@ -183,6 +183,14 @@ MODEL_FIELDS = (
       grad=True, param=True),
     F("joint_target_kd", f32, "joint_dof", "N s/m or N m s/rad", "drive damping (to Control.joint_target_vel)",
       grad=True, param=True),
+    F("joint_armature", f32, "joint_dof", "kg m^2 or kg", "rotor inertia added to the dof's diagonal of the "
+      "joint-space mass matrix (FeatherstoneSolver)", grad=True, param=True),
+    F("joint_damping", f32, "joint_dof", "N m s/rad or N s/m", "passive viscous damping (to zero rate)", grad=True,
+      param=True),
+    F("joint_friction", f32, "joint_dof", "N m or N", "passive Coulomb friction (dry friction torque / force)",
+      grad=True, param=True),
+    F("joint_effort_limit", f32, "joint_dof", "N m or N", "largest actuator effort (drive + joint_f); inf: none"),
+    F("joint_velocity_limit", f32, "joint_dof", "rad/s or m/s", "largest joint rate; inf: none"),
     F("joint_dof_world", i32, "joint_dof", "", "world of each entry of State.joint_qd", source="derived"),
     # worlds
     F("gravity", wp.vec3, "world", "m/s^2", "gravity of each world", grad=True, param=True, source="derived"),

@@ -36,6 +36,21 @@ from .checks import finite, index, transform, vec3
 from ..types import JOINT_BALL, JOINT_COORDS, JOINT_FIXED, JOINT_FREE, JOINT_NAMES, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 
+# Joint dynamics per degree of freedom (``add_joint_*(armature=..., ...)``), in the dof's units: armature
+# [kg m^2 or kg], passive damping [N m s/rad or N s/m], Coulomb friction [N m or N], effort and velocity
+# limits (inf: none). The FeatherstoneSolver integrates them; the maximal-coordinate solvers warn.
+JOINT_DYNAMICS_DEFAULTS = {"armature": 0.0, "damping": 0.0, "friction": 0.0, "effort_limit": math.inf,
+                           "velocity_limit": math.inf}
+
+
+def _dynamics(kwargs: dict, what: str) -> dict:
+    unknown = set(kwargs) - set(JOINT_DYNAMICS_DEFAULTS)
+    if unknown:
+        raise TypeError(f"{what}: unknown arguments {sorted(unknown)} (joint dynamics: "
+                        f"{sorted(JOINT_DYNAMICS_DEFAULTS)})")
+    return kwargs
+
+
 def _inertia(value) -> np.ndarray:
     a = np.asarray(value, dtype=np.float64)
     if a.shape == (3,):
@@ -106,7 +121,7 @@ class BodyBuilderMixin:
 
     # ------------------------------------------------------------------ joints
     def _add_joint(self, jtype, parent, child, parent_xform, child_xform, axis=None, limit=None, drive=None,
-                   collide_parent=False, label=None) -> int:
+                   collide_parent=False, label=None, dynamics=None) -> int:
         name = JOINT_NAMES[int(jtype)]
         what = f"add_joint_{name}"
         parent = index(parent, self.body_count, f"{what}: parent body", allow_world=True)
@@ -145,6 +160,14 @@ class BodyBuilderMixin:
         tke, tkd = drive if drive is not None else (0.0, 0.0)
         tke = finite(tke, f"{what}: target_ke", minimum=0.0)
         tkd = finite(tkd, f"{what}: target_kd", minimum=0.0)
+        dyn = dict(JOINT_DYNAMICS_DEFAULTS, **(dynamics or {}))
+        for key in ("armature", "damping", "friction"):
+            dyn[key] = finite(dyn[key], f"{what}: {key}", minimum=0.0)
+        for key in ("effort_limit", "velocity_limit"):
+            v = float(dyn[key])
+            if math.isnan(v) or v < 0.0 or (math.isfinite(v) and v > 3.0e38):
+                raise ValueError(f"{what}: {key} must be >= 0 (inf: no limit), got {dyn[key]!r}")
+            dyn[key] = v
         self.joint_type.append(int(jtype))
         self.joint_parent.append(parent)
         self.joint_child.append(child)
@@ -157,6 +180,8 @@ class BodyBuilderMixin:
         self.joint_limit_kd += [lkd] * ndof
         self.joint_target_ke += [tke] * ndof
         self.joint_target_kd += [tkd] * ndof
+        for key in JOINT_DYNAMICS_DEFAULTS:
+            getattr(self, f"joint_{key}").extend([dyn[key]] * ndof)
         self.joint_collide_parent.append(bool(collide_parent))
         self.joint_world.append(self.body_world[child])
         self.joint_label.append(label or f"joint_{len(self.joint_type) - 1}")
@@ -164,29 +189,37 @@ class BodyBuilderMixin:
 
     def add_joint_revolute(self, parent, child, parent_xform=None, child_xform=None, axis=(0.0, 0.0, 1.0),
                            limit_lower=None, limit_upper=None, limit_ke=None, limit_kd=None, target_ke=0.0,
-                           target_kd=0.0, collide_parent=False, label=None) -> int:
+                           target_kd=0.0, collide_parent=False, label=None, **dynamics) -> int:
         """A hinge about ``axis`` (joint frame). Angle [rad] in ``joint_q``, limits [rad].
 
         Drive: ``target_ke`` [N m/rad] pulls the angle to ``Control.joint_target_pos``, ``target_kd``
         [N m s/rad] the rate to ``Control.joint_target_vel``; ``Control.joint_f`` adds a torque [N m].
+        Joint dynamics (keywords, see :data:`JOINT_DYNAMICS_DEFAULTS`): ``armature`` [kg m^2], ``damping``
+        [N m s/rad], ``friction`` [N m], ``effort_limit`` [N m], ``velocity_limit`` [rad/s].
         """
         return self._add_joint(JOINT_REVOLUTE, parent, child, parent_xform, child_xform, axis,
                                (limit_lower, limit_upper, limit_ke, limit_kd), (target_ke, target_kd),
-                               collide_parent, label)
+                               collide_parent, label, _dynamics(dynamics, "add_joint_revolute"))
 
     def add_joint_prismatic(self, parent, child, parent_xform=None, child_xform=None, axis=(1.0, 0.0, 0.0),
                             limit_lower=None, limit_upper=None, limit_ke=None, limit_kd=None, target_ke=0.0,
-                            target_kd=0.0, collide_parent=False, label=None) -> int:
-        """A slider along ``axis`` (joint frame). Offset [m] in ``joint_q``; drive gains in N/m, N s/m; force [N]."""
+                            target_kd=0.0, collide_parent=False, label=None, **dynamics) -> int:
+        """A slider along ``axis`` (joint frame). Offset [m] in ``joint_q``; drive gains in N/m, N s/m; force [N].
+
+        Joint dynamics as :meth:`add_joint_revolute` (armature [kg], damping [N s/m], friction [N], effort
+        limit [N], velocity limit [m/s]).
+        """
         return self._add_joint(JOINT_PRISMATIC, parent, child, parent_xform, child_xform, axis,
                                (limit_lower, limit_upper, limit_ke, limit_kd), (target_ke, target_kd),
-                               collide_parent, label)
+                               collide_parent, label, _dynamics(dynamics, "add_joint_prismatic"))
 
     def add_joint_ball(self, parent, child, parent_xform=None, child_xform=None, collide_parent=False,
-                       label=None) -> int:
-        """A ball-and-socket: the joint frames share their origin and rotate freely (no limits, no drive)."""
+                       label=None, **dynamics) -> int:
+        """A ball-and-socket: the joint frames share their origin and rotate freely (no limits, no drive).
+
+        Joint dynamics per rotational dof as :meth:`add_joint_revolute`."""
         return self._add_joint(JOINT_BALL, parent, child, parent_xform, child_xform, None, None, None,
-                               collide_parent, label)
+                               collide_parent, label, _dynamics(dynamics, "add_joint_ball"))
 
     def add_joint_fixed(self, parent, child, parent_xform=None, child_xform=None, collide_parent=False,
                         label=None) -> int:

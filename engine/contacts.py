@@ -10,14 +10,8 @@ but stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
-
 import numpy as np
 import warp as wp
-
-if TYPE_CHECKING:
-    from .collision.particle_particle import ParticleCellList
-
 
 @wp.kernel
 def record_peak_counts(
@@ -86,6 +80,7 @@ class Contacts:
     def __init__(self, soft_contact_max: int, particle_pair_max: int, device=None, grid_dim: int = 64,
                  rigid_pair_max: int = 0, rigid_contact_max: int = 0):
         self.device = wp.get_device(device)
+        self.made_for = None  # weakref to the model whose contacts() sized these buffers (collide() checks it)
         self.soft_contact_max = int(soft_contact_max)
         self.particle_pair_max = int(particle_pair_max)
         self.rigid_pair_max = int(rigid_pair_max)
@@ -108,10 +103,9 @@ class Contacts:
             # largest (soft, pair, rigid pair, rigid contact) counts requested since reset_peak(): an
             # overflow in any step of a long run stays visible without a host read per step
             self.peak_counts = wp.zeros(4, dtype=wp.int32)
-        # Cell list of the particle-particle broad phase (grid_dim^3 buckets); created lazily by
-        # collide() (once) so that models without particle contact pay nothing.
+        # buckets per axis of the particle-particle cell list (grid_dim^3; the list itself belongs to the
+        # model's collision pipeline, made on first use, so that models without particle contact pay nothing)
         self.grid_dim = int(grid_dim)
-        self.particle_grid: ParticleCellList | None = None
 
     def clear(self) -> None:
         self.soft_contact_count.zero_()
@@ -151,7 +145,7 @@ class Contacts:
         c = self.counts(since_reset)
         return {count: max(0, c[count] - c[cap]) for count, cap, _, _ in _BUFFERS}
 
-    def check_overflow(self, raise_error: bool = False, since_reset: bool = False) -> bool:
+    def check_overflow(self, raise_error: bool = False, since_reset: bool = False, stacklevel: int = 3) -> bool:
         """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did.
 
         ``since_reset``: check every ``collide()`` since :meth:`reset_peak`, not only the last.
@@ -170,7 +164,7 @@ class Contacts:
         )
         if raise_error:
             raise ContactOverflowError(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
         return True
 
     def soft_contact_pairs(self) -> np.ndarray:

@@ -8,68 +8,13 @@ example a stiffness being optimised); what changes each step lives in
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import warp as wp
 
 from .contacts import Contacts
 from .finalize import build_model
 from .schema import CONTROL_FIELDS, COUNT_OF, STATE_FIELDS
-from .types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES
 from .state import Control, State
-from .autodiff.tape import recording_tape as _recording_tape
-
-
-_CONTACT_BUFFERS = ("soft_contact_count", "soft_contact_particle", "soft_contact_shape",
-                    "particle_pair_count", "particle_pair", "rigid_contact_count", "rigid_contact_shape0",
-                    "rigid_contact_shape1", "rigid_contact_point0", "rigid_contact_thickness0",
-                    "rigid_contact_normal1")
-
-
-
-
-def _tape_history(tape, contacts) -> list:
-    """Per-step snapshots of ``contacts`` recorded on ``tape``.
-
-    A new list when the tape is another one, or was reset since (its last restore
-    entry is no longer where it was recorded), so nothing accumulates across resets.
-    """
-    rec = getattr(contacts, "_tape_record", None)
-    if rec is not None:
-        ref, index, entry, history = rec
-        launches = getattr(tape, "launches", None)
-        if ref() is tape and launches is not None and len(launches) > index and launches[index] is entry:
-            return history
-    return []
-
-
-def _restore_contacts(contacts, snapshot) -> None:
-    for name, saved in zip(_CONTACT_BUFFERS, snapshot):
-        wp.copy(getattr(contacts, name), saved)
-
-
-def _record_contact_restore(tape, contacts) -> None:
-    """Record a backward-only tape entry that restores the lists of the step before this one.
-
-    Entry k (recorded before detection k) runs in the backward pass after step k's
-    adjoint and before step k-1's, so it puts snapshot k-1 back. Entry 0 runs last
-    and puts the final step's lists back, so a second ``backward()`` works too.
-    """
-    history = _tape_history(tape, contacts)
-    k = len(history)
-
-    def restore():
-        if history:
-            _restore_contacts(contacts, history[k - 1] if k > 0 else history[-1])
-
-    tape.record_func(backward=restore, arrays=[])
-    contacts._tape_record = (weakref.ref(tape), len(tape.launches) - 1, restore, history)
-
-
-def _snapshot_contacts(tape, contacts) -> None:
-    history = contacts._tape_record[3]
-    history.append(tuple(wp.clone(getattr(contacts, n)) for n in _CONTACT_BUFFERS))
 
 
 class Model:
@@ -197,6 +142,17 @@ class Model:
             setattr(c, f.name, wp.zeros(self.count(f.entity), dtype=f.dtype, device=self.device, requires_grad=g))
         return c
 
+    @property
+    def collision(self):
+        """This model's :class:`inertia.collision.CollisionPipeline` (sizes contacts, runs detection, owns its
+        scratch and the tape's contact history); ``contacts()`` and ``collide()`` forward to it."""
+        pipeline = getattr(self, "_collision", None)
+        if pipeline is None:
+            from .collision.pipeline import CollisionPipeline
+
+            pipeline = self._collision = CollisionPipeline(self)
+        return pipeline
+
     def contacts(self, soft_contact_max: int | None = None, particle_pair_max: int | None = None,
                  rigid_pair_max: int | None = None, rigid_contact_max: int | None = None,
                  grid_dim: int | None = None) -> Contacts:
@@ -214,34 +170,8 @@ class Model:
         wrap around it, so far-apart cells share a bucket, which costs time, never pairs);
         default about 16 buckets per particle, 16..128.
         """
-        if soft_contact_max is None:
-            soft_contact_max = self.particle_count * min(self.shape_count, 4)
-        if particle_pair_max is None:
-            particle_pair_max = self.particle_count * 12 if self.particle_collide else 0
-        if rigid_pair_max is None or rigid_contact_max is None:
-            body = self.shape_body.numpy()
-            kinds = self.shape_type.numpy()
-            world = self.shape_world.numpy()
-            collides = (self.shape_flags.numpy() & SHAPE_FLAG_COLLIDE_SHAPES) != 0
-            plane_world = world[collides & (kinds == GEO_PLANE)]
-            per_world = np.bincount(plane_world + 1, minlength=self.num_worlds + 1)  # row 0: shared planes
-            # the planes each shape can meet: the shared ones and its own world's
-            planes = per_world[0] + np.where(world >= 0, per_world[np.maximum(world, 0) + 1], 0)
-            on_body = collides & (body >= 0)
-        if rigid_pair_max is None:
-            rigid_pair_max = int(np.sum(planes[on_body] + 8))
-        if rigid_contact_max is None:
-            mesh_shapes = np.flatnonzero(kinds == GEO_MESH)  # model.shape_meshes holds their meshes in this order
-            vertices = sum(int(mesh.points.shape[0]) * int(planes[s] + 1)
-                           for s, mesh in zip(mesh_shapes, self.shape_meshes) if on_body[s])
-            rigid_contact_max = 8 * rigid_pair_max + vertices
-        caps = (soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max)
-        if min(caps) < 0:
-            raise ValueError(f"contact capacities must be >= 0, got {caps}")
-        if grid_dim is None:
-            grid_dim = int(min(128, max(16, round((16 * self.particle_count) ** (1.0 / 3.0)))))
-        return Contacts(soft_contact_max, particle_pair_max, device=self.device, rigid_pair_max=rigid_pair_max,
-                        rigid_contact_max=rigid_contact_max, grid_dim=grid_dim)
+        return self.collision.contacts(soft_contact_max, particle_pair_max, rigid_pair_max, rigid_contact_max,
+                                       grid_dim)
 
     def collide(self, state: State, contacts: Contacts, check_overflow: bool | None = None,
                 record_history: bool = True) -> Contacts:
@@ -260,16 +190,4 @@ class Model:
         ``record_history=False`` when every recorded step has a ``Contacts`` of
         its own (as :class:`inertia.Rollout` does): then nothing is copied.
         """
-        from .collision import collide
-
-        tape = _recording_tape() if record_history else None
-        if tape is not None:
-            _record_contact_restore(tape, contacts)  # before detection overwrites the previous step's lists
-        collide(self, state, contacts)
-        if tape is not None:
-            _snapshot_contacts(tape, contacts)
-        if check_overflow is None:
-            check_overflow = not self.device.is_capturing
-        if check_overflow:
-            contacts.check_overflow()
-        return contacts
+        return self.collision.collide(state, contacts, check_overflow, record_history)

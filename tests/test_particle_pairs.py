@@ -276,7 +276,7 @@ def test_bad_grid_dim_and_foreign_contacts_raise():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         other.collide(other.state(), contacts)
-    with pytest.raises(ValueError, match="particle cell list holds 30 particles"):
+    with pytest.raises(ValueError, match="made by another model"):
         model.collide(model.state(), contacts)
 
 
@@ -300,8 +300,9 @@ def test_rollout_shares_one_cell_list_and_its_graphs_replay_bitwise():
             q, qd = ro(q0, qd0)
             (q * w).sum().backward()
         assert ro.last_contact_peak[1] > 0  # particle pairs were found
-        shared = ro._fwd_contacts.particle_grid
-        assert shared is not None and all(c.particle_grid is shared for c in ro._seg_contacts)
+        # one cell list serves every step's contacts: the model's collision pipeline owns it, per grid size
+        assert {c.grid_dim for c in ro._seg_contacts} == {ro._fwd_contacts.grid_dim}
+        assert list(model.collision._cell_lists) == [ro._fwd_contacts.grid_dim]
         assert torch.isfinite(qd0.grad).all() and qd0.grad.abs().max() > 0
         results.append((q.detach(), qd0.grad.clone()))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])

@@ -22,7 +22,7 @@ from inertia.rollout import params as registry
 I = (0.0, 0.0, 0.0, 1.0)
 # model attributes that are not per-entity data: the device, flags, the up axis and private caches
 NOT_DATA = {"device", "requires_grad", "up_axis", "up_vector", "_world_counts", "_reset_joint_q",
-            "_reset_joint_qd"}
+            "_reset_joint_qd", "_collision"}
 
 
 def every_kind_of_entity(b=None) -> inertia.ModelBuilder:

@@ -46,7 +46,6 @@ from the current poses, and the gradients flow through that.
 
 from __future__ import annotations
 
-import weakref
 import warnings
 
 import numpy as np
@@ -440,7 +439,7 @@ class ShapeBroadPhase:
             warnings.warn(
                 f"mesh-mesh contact is not supported: the mesh shape pairs {names}{more} get no contact points. "
                 "Approximate one mesh of each pair with boxes, capsules or spheres, or filter the pair out with "
-                "collision_group / collision_mask.", RuntimeWarning, stacklevel=6)
+                "collision_group / collision_mask.", RuntimeWarning, stacklevel=7)
 
 
 def _mesh_mesh_pairs(model, types, flags, body) -> list:
@@ -473,16 +472,9 @@ def _mesh_mesh_pairs(model, types, flags, body) -> list:
     return out
 
 
-_BROAD_PHASES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def shape_broad_phase(model) -> ShapeBroadPhase:
-    """The model's broad-phase buffers (host reads and allocations on the first call only)."""
-    bp = _BROAD_PHASES.get(model)
-    if bp is None:
-        bp = ShapeBroadPhase(model)
-        _BROAD_PHASES[model] = bp
-    return bp
+    """The model's broad-phase buffers, owned by its collision pipeline (made on the first call)."""
+    return model.collision.broad_phase()
 
 
 def detect_shape_pairs(model, state, contacts) -> None:

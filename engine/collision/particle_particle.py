@@ -297,14 +297,9 @@ class ParticleCellList:
 
 
 def particle_cell_list(model, contacts) -> ParticleCellList:
-    """``contacts.particle_grid``, created on first use (allocates: call it once outside graph capture)."""
-    grid = contacts.particle_grid
-    if grid is None:
-        grid = contacts.particle_grid = ParticleCellList(model.particle_count, contacts.grid_dim, model.device)
-    elif grid.particle_count != model.particle_count:
-        raise ValueError(f"collide(): these contacts' particle cell list holds {grid.particle_count} particles, "
-                         f"the model {model.particle_count}: use contacts made by this model's contacts()")
-    return grid
+    """The model's cell list for ``contacts.grid_dim``, owned by its collision pipeline and shared by every
+    Contacts of that grid size (allocated on first use: prepare it outside graph capture)."""
+    return model.collision.cell_list(contacts.grid_dim)
 
 
 def detect_particle_pairs(model, state, contacts) -> None:

@@ -34,7 +34,6 @@ import numpy as np
 import torch
 import warp as wp
 
-from ..collision.particle_particle import particle_cell_list
 from ..diagnostics import NonFiniteError, first_nonfinite
 from .layout import Layout
 from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
@@ -370,10 +369,7 @@ class Rollout(RolloutSizing):
             self._seg_caps = caps
             self._graphs.pop("segment", None)  # it replayed the old contact buffers
             self._warm.discard("segment")
-            if model.particle_collide and model.particle_count:
-                particle_cell_list(model, fwd)  # allocated here, outside the segment's capture
-            for c in self._seg_contacts:  # the grid only serves detection: the forward pass's serves all steps
-                c.particle_grid = fwd.particle_grid
+            model.collision.prepare(fwd)  # scratch allocated here, outside the segment's capture (shared)
         return self._seg_states, self._seg_contacts
 
     def _record_segment(self, f0: int, f1: int):

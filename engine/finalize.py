@@ -10,17 +10,11 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .builder.checks import finite
 from .schema import COUNT_OF, MODEL_FIELDS, MODEL_SCALARS, is_array
 from .types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_SPHERE, JOINT_COORDS, SMOOTH_CONTACT_REACH
 
 _NUMPY = {wp.int32: np.int32, wp.uint64: np.uint64}
-
-
-def _finite_nonnegative(x, what: str) -> float:
-    x = float(x)
-    if not (np.isfinite(x) and x >= 0.0):
-        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
-    return x
 
 
 def to_array(data, f, device, requires_grad: bool) -> wp.array:
@@ -223,8 +217,12 @@ def build_model(m, b, device, requires_grad: bool) -> None:
     m.particle_max_radius = float(radius.max()) if b.particle_count else 0.0
     for f in MODEL_SCALARS:
         if f.source == "builder":
-            setattr(m, f.name, f.dtype(getattr(b, f.name)))
-    m.contact_smoothing = _finite_nonnegative(b.contact_smoothing, "contact_smoothing")
+            value = getattr(b, f.name)
+            if f.dtype is float:
+                value = finite(value, f"builder.{f.name}", minimum=f.minimum, maximum=f.maximum)
+            setattr(m, f.name, f.dtype(value))
+    if b.contact_margin is not None:
+        finite(b.contact_margin, "builder.contact_margin", minimum=0.0)
     margin = float(b.contact_margin if b.contact_margin is not None else 0.5 * m.particle_max_radius)
     # a smoothed contact already pushes before the surfaces touch: detect it from where it starts
     m.contact_margin = max(margin, SMOOTH_CONTACT_REACH * m.contact_smoothing)

@@ -71,7 +71,7 @@ def test_bad_particle_radius():
 
 
 def test_nonfinite_grid_position_is_caught():
-    with pytest.raises(ValueError, match="particle position must be finite"):
+    with pytest.raises(ValueError, match="grid pos must be finite"):
         inertia.ModelBuilder().add_cloth_grid(2, 2, pos=(0.0, float("nan"), 0.0))
     with pytest.raises(ValueError, match="particle velocity must be finite"):
         inertia.ModelBuilder().add_soft_grid(1, 1, 1, vel=(float("inf"), 0.0, 0.0))

@@ -32,7 +32,7 @@ import math
 import numpy as np
 import warp as wp
 
-from .checks import finite, index, transform, vec3
+from .checks import FLOAT32_MAX, finite, index, transform, vec3
 from ..types import JOINT_BALL, JOINT_COORDS, JOINT_FIXED, JOINT_FREE, JOINT_NAMES, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 
@@ -57,8 +57,8 @@ def _inertia(value) -> np.ndarray:
         a = np.diag(a)
     if a.shape != (3, 3):
         raise ValueError(f"body inertia must be a 3x3 matrix or its diagonal (3,), got shape {a.shape}")
-    if not np.isfinite(a).all():
-        raise ValueError("body inertia contains NaN or inf")
+    if not np.isfinite(a).all() or np.abs(a).max() > FLOAT32_MAX:
+        raise ValueError("body inertia contains NaN or inf (or values beyond float32 range)")
     if not np.allclose(a, a.T, rtol=1e-6, atol=1e-12):
         raise ValueError("body inertia must be symmetric")
     return a
@@ -73,6 +73,16 @@ class BodyBuilderMixin:
     joint_attach_kd = 1.0e2  # [1/s]
     default_limit_ke = 1.0e4  # joint limit stiffness [N m/rad revolute, N/m prismatic], SemiImplicitSolver
     default_limit_kd = 1.0e1  # joint limit damping [N m s/rad revolute, N s/m prismatic]
+
+    def _joint_of_child(self) -> dict:
+        """child body -> its joint, kept up to date as joints are appended (a dict: adding a joint to a long
+        chain walks up the tree in O(depth) instead of searching the joint list at every level)."""
+        cache = getattr(self, "_child_joint", None)
+        if cache is None or len(cache) > len(self.joint_child):
+            cache = self._child_joint = {}
+        for j in range(len(cache), len(self.joint_child)):
+            cache[self.joint_child[j]] = j
+        return cache
 
     @property
     def body_count(self) -> int:
@@ -130,15 +140,17 @@ class BodyBuilderMixin:
             raise ValueError(f"{what}: a joint's parent and child must differ (both are body {child})")
         if jtype == JOINT_FREE and parent != -1:
             raise ValueError(f"{what}: free joints attach a body to the world (parent=-1), got parent {parent}")
-        if child in self.joint_child:
-            j = self.joint_child.index(child)
-            raise ValueError(f"{what}: body {child} is already the child of joint {j}; joints must form trees")
+        joint_of = self._joint_of_child()
+        if child in joint_of:
+            raise ValueError(f"{what}: body {child} is already the child of joint {joint_of[child]}; joints must "
+                             "form trees")
         # walking up from the parent must not reach the child (that would close a loop)
         b = parent
         while b != -1:
             if b == child:
                 raise ValueError(f"{what}: body {parent} descends from body {child}; joints must form trees")
-            b = self.joint_parent[self.joint_child.index(b)] if b in self.joint_child else -1
+            j = joint_of.get(b)
+            b = self.joint_parent[j] if j is not None else -1
         if parent != -1 and self.body_world[parent] != self.body_world[child]:
             raise ValueError(f"{what}: bodies {parent} and {child} belong to different worlds")
         if axis is not None:
@@ -155,6 +167,10 @@ class BodyBuilderMixin:
             upper = math.inf if upper is None else float(upper)
             if math.isnan(lower) or math.isnan(upper) or lower > upper:
                 raise ValueError(f"{what}: limits must satisfy lower <= upper, got ({lower}, {upper})")
+            if lower == math.inf or upper == -math.inf or any(math.isfinite(v) and abs(v) > FLOAT32_MAX
+                                                              for v in (lower, upper)):
+                raise ValueError(f"{what}: limits must be finite (float32) or -inf (no lower) / +inf (no upper), "
+                                 f"got ({lower}, {upper})")
             lke = finite(self.default_limit_ke if lke is None else lke, f"{what}: limit_ke", minimum=0.0)
             lkd = finite(self.default_limit_kd if lkd is None else lkd, f"{what}: limit_kd", minimum=0.0)
         tke, tkd = drive if drive is not None else (0.0, 0.0)

@@ -12,13 +12,17 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .checks import quaternion, vec3
+
 # Fraction of the smallest cell size used as the default particle radius. Below
 # 0.5 so that diagonal neighbours that share no element stay apart at rest.
 RADIUS_PER_CELL = 0.4
 
 
 def _grid_frame(pos, rot):
-    p = np.array([float(v) for v in pos], dtype=np.float64)
+    p = np.array(vec3(pos, "grid pos"), dtype=np.float64)
+    if rot is not None:
+        quaternion(rot, "grid rot")  # refuses zero, NaN and inf quaternions (normalized below, as before)
     q = wp.quat(*(float(v) for v in rot)) if rot is not None else wp.quat_identity()
     q = wp.normalize(q)
     r = np.array(wp.quat_to_matrix(q), dtype=np.float64).reshape(3, 3)

@@ -28,6 +28,7 @@ body_q0=..., joint_target_pos=...)``); this module holds the simulation side.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -112,7 +113,9 @@ class Rollout(RolloutSizing):
             raise ValueError(f"frames must be a positive integer, got {frames!r}")
         if int(substeps) != substeps or substeps < 1:
             raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
-        if not (isinstance(frame_dt, (int, float)) and math.isfinite(frame_dt) and frame_dt > 0):
+        # any real scalar, NumPy's included (np.float32 is not a float subclass), as solver.step takes; not a bool
+        if (not isinstance(frame_dt, numbers.Real) or isinstance(frame_dt, (bool, np.bool_))
+                or not math.isfinite(frame_dt) or frame_dt <= 0):
             raise ValueError(f"frame_dt must be a finite number > 0 (seconds), got {frame_dt!r}")
         if output not in ("trajectory", "final"):
             raise ValueError(f"output must be 'trajectory' or 'final', got {output!r}")
@@ -137,6 +140,9 @@ class Rollout(RolloutSizing):
                              "the device back between kernels")
         self.capture = (not diagnostics) if capture is None else bool(capture)
 
+        if isinstance(params, str):
+            raise TypeError(f"params must be a sequence of names, got the string {params!r}: write "
+                            f"params=({params!r},)")
         self.param_names = tuple(params)
         if len(set(self.param_names)) != len(self.param_names):
             raise ValueError(f"params lists a name twice: {self.param_names}")

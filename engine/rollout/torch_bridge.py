@@ -37,6 +37,7 @@ import warp as wp
 
 from .inputs import STATE_ARGS as _STATE_ARGS, as_input as _as_input
 from .layout import Layout
+from ..schema import MODEL
 from .params import PARAM_ALIASES
 
 RolloutResult = namedtuple("RolloutResult", "particle_q particle_qd body_q body_qd")
@@ -81,13 +82,18 @@ def _inverse_where_positive(x: torch.Tensor) -> torch.Tensor:
 
 def _param_values(model, name: str, value: torch.Tensor) -> list:
     """The (model array, value) pairs a user parameter writes; derived values computed in torch."""
+    f = MODEL.get(name)
+    if f is not None and f.minimum is not None and bool((value < f.minimum).any()):
+        bad = float(value[value < f.minimum].flatten()[0])
+        raise ValueError(f"params['{name}'] must be >= {f.minimum} [{f.unit}] (as the builder requires), got {bad}")
+    if f is not None and f.maximum is not None and bool((value > f.maximum).any()):
+        bad = float(value[value > f.maximum].flatten()[0])
+        raise ValueError(f"params['{name}'] must be <= {f.maximum}, got {bad}")
     if name == "particle_radius" and bool((value > model.particle_max_radius).any()):
         # collision detection sizes its search (hash-grid cells, query radius) from finalize()'s radii
         raise ValueError(f"params['particle_radius'] exceeds the largest radius the model was built with "
                          f"({model.particle_max_radius} m): contacts would be missed; build the model with the "
                          "largest radius you will use")
-    if name in ("particle_mass", "particle_inv_mass", "body_mass", "body_inv_mass") and bool((value < 0).any()):
-        raise ValueError(f"params['{name}'] has negative entries (0 means kinematic)")
     if name == "body_inv_mass":
         dynamic = torch.from_numpy(model.body_inv_mass.numpy() > 0).to(value.device)
         if bool((dynamic != (value > 0)).any()):

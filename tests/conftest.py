@@ -57,6 +57,16 @@ def simulate(model, steps: int, dt: float, contacts=None, callback=None) -> Sim:
     return Sim(model, contacts).step(steps, dt, callback)
 
 
+def quat_matrix(q) -> np.ndarray:
+    """Rotation matrix of a unit quaternion (x, y, z, w), float64: the tests' own reference, not the engine's."""
+    x, y, z, w = (float(v) for v in q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
 def masses(model) -> np.ndarray:
     return model.particle_mass.numpy().astype(np.float64)
 

@@ -329,6 +329,20 @@ def _log(reports):
                                     input=r.input, error=r.error, allowed=r.allowed, noise=r.noise)) + "\n")
 
 
+# ----------------------------------------------------------------------------- losses on the tape
+@wp.kernel
+def body_loss_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=wp.spatial_vector),
+                     wq: wp.array(dtype=float), wqd: wp.array(dtype=float), out: wp.array(dtype=float)):
+    """out += sum over bodies of wq . (pose as 7 floats) + wqd . (velocity as 6 floats) (flat weights)."""
+    b = wp.tid()
+    acc = float(0.0)
+    for k in range(7):
+        acc += q[b][k] * wq[7 * b + k]
+    for k in range(6):
+        acc += qd[b][k] * wqd[6 * b + k]
+    wp.atomic_add(out, 0, acc)
+
+
 # ----------------------------------------------------------------------------- particle rollouts
 @wp.kernel
 def weighted_sum_kernel(

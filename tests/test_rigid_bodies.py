@@ -15,20 +15,11 @@ import numpy as np
 import pytest
 import warp as wp
 
-from conftest import DEVICE
-from gradcheck import Input, TapeProblem, check_gradient
+from conftest import DEVICE, quat_matrix
+from gradcheck import Input, TapeProblem, body_loss_kernel, check_gradient
 
 import inertia
 from inertia.builder import mass_properties as mp
-
-
-def quat_to_matrix(q) -> np.ndarray:
-    x, y, z, w = (float(v) for v in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 def run(model, steps, dt, solver=None, control=None, callback=None):
@@ -152,7 +143,7 @@ def spinning_box(omega):
 
 def angular_momentum(state, inertia_body) -> np.ndarray:
     q = state.body_q.numpy()[0]
-    r = quat_to_matrix(q[3:])
+    r = quat_matrix(q[3:])
     w = state.body_qd.numpy()[0][3:].astype(np.float64)
     return r @ inertia_body @ r.T @ w
 
@@ -169,7 +160,7 @@ def test_torque_free_rotation_keeps_angular_momentum_and_flips_about_the_interme
 
     def watch(state, k):
         if k % 10 == 0:
-            r = quat_to_matrix(state.body_q.numpy()[0][3:])
+            r = quat_matrix(state.body_q.numpy()[0][3:])
             alignment.append(r[:, 1] @ L0 / np.linalg.norm(L0))  # body y axis along L
             drift.append(np.linalg.norm(angular_momentum(state, inertia_body) - L0) / np.linalg.norm(L0))
             w_body = r.T @ state.body_qd.numpy()[0][3:]
@@ -191,7 +182,7 @@ def test_rotation_about_largest_and_smallest_axis_is_stable(axis):
     worst = []
 
     def watch(state, k):
-        r = quat_to_matrix(state.body_q.numpy()[0][3:])
+        r = quat_matrix(state.body_q.numpy()[0][3:])
         worst.append(abs(r[:, axis] @ np.eye(3)[axis]))
 
     run(model, 2000, 2e-3, callback=watch)
@@ -258,7 +249,7 @@ def test_inverse_kinematics_recovers_every_joint_type():
     assert np.allclose(state.joint_qd.numpy(), qd, atol=1e-5)
     # the fixed joint holds body 4 where body 3 says
     pose3, pose4 = state.body_q.numpy()[3], state.body_q.numpy()[4]
-    assert np.allclose(pose4[:3], pose3[:3] + quat_to_matrix(pose3[3:]) @ [0.2, 0, 0], atol=1e-6)
+    assert np.allclose(pose4[:3], pose3[:3] + quat_matrix(pose3[3:]) @ [0.2, 0, 0], atol=1e-6)
 
 
 def test_joint_coordinates_follow_the_bodies_after_each_step():
@@ -276,18 +267,6 @@ def test_joint_coordinates_follow_the_bodies_after_each_step():
 
 
 # --------------------------------------------------------------------------- gradients of the body integrator
-@wp.kernel
-def body_loss_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=wp.spatial_vector),
-                     wq: wp.array(dtype=float), wqd: wp.array(dtype=float), out: wp.array(dtype=float)):
-    b = wp.tid()
-    acc = float(0.0)
-    for k in range(7):
-        acc += q[b][k] * wq[7 * b + k]
-    for k in range(6):
-        acc += qd[b][k] * wqd[6 * b + k]
-    wp.atomic_add(out, 0, acc)
-
-
 def test_body_integration_gradients_match_central_differences():
     """30 steps of a free body under a constant wrench (no contact, no joints: smooth in every input):
     d (random weights . final pose and velocity) / d (initial velocity, inverse mass, inertia, wrench)."""

@@ -20,25 +20,16 @@ import numpy as np
 import pytest
 import warp as wp
 
-from conftest import DEVICE, Sim
+from conftest import DEVICE, Sim, quat_matrix
 
 import inertia
 
 G = 9.81
 
 
-def rot(q) -> np.ndarray:
-    x, y, z, w = (float(v) for v in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
-
-
 def point(pose, p) -> np.ndarray:
     """World position of body-frame point ``p`` for a pose row (px, py, pz, qx, qy, qz, qw)."""
-    return np.asarray(pose[:3], dtype=np.float64) + rot(pose[3:]) @ np.asarray(p, dtype=np.float64)
+    return np.asarray(pose[:3], dtype=np.float64) + quat_matrix(pose[3:]) @ np.asarray(p, dtype=np.float64)
 
 
 def quat_about(axis, angle):
@@ -51,7 +42,7 @@ def box_on_incline(theta, mu=0.5, h=0.05, steps=1000, dt=1e-3):
     b = inertia.ModelBuilder(gravity=-G)
     q = quat_about((0, 1, 0), theta)  # the plane's +x points downhill
     b.add_shape_plane(xform=((0, 0, 0), q), mu=mu)
-    normal = rot(q) @ [0, 0, 1]
+    normal = quat_matrix(q) @ [0, 0, 1]
     downhill = np.array([0, 0, -1.0]) + normal * normal[2]  # gravity's direction in the plane
     downhill /= np.linalg.norm(downhill)
     rest = G * math.cos(theta) / (4 * b.default_shape_ke)  # the corners' rest depth
@@ -252,7 +243,7 @@ def test_falling_32_link_chain_stays_connected_without_gaining_energy():
         q, qd = state.body_q.numpy(), state.body_qd.numpy()
         e = 0.0
         for i in range(n):
-            r = rot(q[i][3:])
+            r = quat_matrix(q[i][3:])
             v, w = qd[i][:3].astype(np.float64), qd[i][3:].astype(np.float64)
             e += 0.5 * mass[i] * v @ v + 0.5 * w @ (r @ inertia_b[i] @ r.T) @ w + mass[i] * G * point(q[i], com[i])[2]
         return e
@@ -391,7 +382,7 @@ def test_particle_hitting_a_free_body_conserves_momentum():
         x, v = state.particle_q.numpy()[p].astype(np.float64), state.particle_qd.numpy()[p].astype(np.float64)
         pose, qd = state.body_q.numpy()[0], state.body_qd.numpy()[0].astype(np.float64)
         c = point(pose, model.body_com.numpy()[0])
-        r = rot(pose[3:])
+        r = quat_matrix(pose[3:])
         lin = m_p * v + m_b * qd[:3]
         ang = np.cross(x, m_p * v) + np.cross(c, m_b * qd[:3]) + r @ i_b @ r.T @ qd[3:]
         return lin, ang

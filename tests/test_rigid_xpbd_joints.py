@@ -17,7 +17,7 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE
-from gradcheck import Input, TapeProblem, check_gradient
+from gradcheck import Input, TapeProblem, body_loss_kernel, check_gradient
 from test_rigid_xpbd import Sim, rotate
 
 G = 9.81
@@ -162,18 +162,6 @@ def test_joint_torque_spins_a_hinge_up_at_tau_over_i():
 
 
 # ------------------------------------------------------------------ gradients
-@wp.kernel
-def body_loss_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=wp.spatial_vector),
-                     wq: wp.array(dtype=float), wqd: wp.array(dtype=float), out: wp.array(dtype=float)):
-    b = wp.tid()
-    acc = float(0.0)
-    for k in range(7):
-        acc += q[b][k] * wq[7 * b + k]
-    for k in range(6):
-        acc += qd[b][k] * wqd[6 * b + k]
-    wp.atomic_add(out, 0, acc)
-
-
 class XPBDRollout:
     """``steps`` (collide +) XPBD steps, one State per step, re-runnable for :func:`check_gradient`.
 

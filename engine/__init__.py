@@ -14,12 +14,13 @@ from .autodiff.tape import TapeReuseError
 from .builder import ModelBuilder
 from .builder.materials import lame_from_young
 from .contacts import ContactOverflowError, Contacts
-from .diagnostics import NonFiniteError
+from .diagnostics import NonFiniteError, NonFiniteWarning
 from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
 from .model import Model
 from .rollout.params import DIFFERENTIABLE_PARAMS
 from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
+from .simulator import Simulator
 from .state import Control, State
 
 __version__ = "0.1.0"
@@ -49,10 +50,12 @@ __all__ = [
     "Contacts",
     "ContactOverflowError",
     "NonFiniteError",
+    "NonFiniteWarning",
     "SemiImplicitSolver",
     "XPBDSolver",
     "SolverBase",
     "Rollout",
+    "Simulator",
     "DIFFERENTIABLE_PARAMS",
     "TapeReuseError",
     "lame_from_young",

@@ -10,21 +10,41 @@ but stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
 from __future__ import annotations
 
 import warnings
+
 import numpy as np
 import warp as wp
 
+from .diagnostics import NonFiniteWarning
+
+# Contacts.status, one int32 array so that a single host read reports everything collide() found:
+STATUS_COUNTS = 0  # [0:4] this step's requested (soft, pair, rigid pair, rigid contact) counts
+STATUS_PEAKS = 4  # [4:8] their largest values since reset_peak()
+STATUS_COLLIDES = 8  # [8] collide() calls since reset_peak()
+STATUS_NONFINITE = 9  # [9] the first of those calls that found a non-finite state (NO_NONFINITE: none)
+STATUS_SIZE = 10
+NO_NONFINITE = 2147483647
+
+
 @wp.kernel
 def record_peak_counts(
+    # In:
     soft_count: wp.array(dtype=wp.int32),
     pair_count: wp.array(dtype=wp.int32),
     rigid_pair_count: wp.array(dtype=wp.int32),
     rigid_contact_count: wp.array(dtype=wp.int32),
-    peak: wp.array(dtype=wp.int32),
+    # Data out:
+    status: wp.array(dtype=wp.int32),
 ):
-    wp.atomic_max(peak, 0, soft_count[0])
-    wp.atomic_max(peak, 1, pair_count[0])
-    wp.atomic_max(peak, 2, rigid_pair_count[0])
-    wp.atomic_max(peak, 3, rigid_contact_count[0])
+    counts = wp.vec4i(soft_count[0], pair_count[0], rigid_pair_count[0], rigid_contact_count[0])
+    for k in range(4):
+        status[STATUS_COUNTS + k] = counts[k]
+        wp.atomic_max(status, STATUS_PEAKS + k, counts[k])
+    status[STATUS_COLLIDES] = status[STATUS_COLLIDES] + 1
+
+
+@wp.kernel
+def reset_status_kernel(status: wp.array(dtype=wp.int32)):
+    status[STATUS_NONFINITE] = NO_NONFINITE
 
 
 # (counter name, capacity name, what the user reads in messages, the model.contacts() argument to raise)
@@ -100,9 +120,13 @@ class Contacts:
             self.rigid_contact_point0 = wp.zeros(nc, dtype=wp.vec3)
             self.rigid_contact_thickness0 = wp.zeros(nc, dtype=float)
             self.rigid_contact_normal1 = wp.zeros(nc, dtype=wp.vec3)
-            # largest (soft, pair, rigid pair, rigid contact) counts requested since reset_peak(): an
-            # overflow in any step of a long run stays visible without a host read per step
-            self.peak_counts = wp.zeros(4, dtype=wp.int32)
+            # this step's counts, their peaks since reset_peak() (an overflow in any step of a long run stays
+            # visible without a host read per step), collide() calls and the first non-finite state seen:
+            # read back together in one host read (see STATUS_*)
+            self.status = wp.zeros(STATUS_SIZE, dtype=wp.int32)
+            self.peak_counts = self.status[STATUS_PEAKS:STATUS_PEAKS + 4]
+        self.reset_peak()
+        self._warned_nonfinite = False
         # buckets per axis of the particle-particle cell list (grid_dim^3; the list itself belongs to the
         # model's collision pipeline, made on first use, so that models without particle contact pay nothing)
         self.grid_dim = int(grid_dim)
@@ -114,46 +138,57 @@ class Contacts:
         self.rigid_contact_count.zero_()
 
     def record_peak(self) -> None:
-        """Fold this step's counters into ``peak_counts`` (a kernel: no host sync; collide() calls it)."""
+        """Fold this step's counters into ``status`` (a kernel: no host sync; collide() calls it)."""
         wp.launch(record_peak_counts, dim=1, record_tape=False,
                   inputs=[self.soft_contact_count, self.particle_pair_count, self.rigid_pair_count,
                           self.rigid_contact_count],
-                  outputs=[self.peak_counts], device=self.device)
+                  outputs=[self.status], device=self.device)
 
     def reset_peak(self) -> None:
-        self.peak_counts.zero_()
+        """Forget the peaks, the collide() count and any non-finite state seen (kernels: capturable)."""
+        self.status.zero_()
+        wp.launch(reset_status_kernel, dim=1, inputs=[self.status], device=self.device, record_tape=False)
 
-    def counts(self, since_reset: bool = False) -> dict:
-        """Requested contact counts and capacities (reads device memory: a host sync).
+    def read_status(self) -> np.ndarray:
+        """The status array on the host (one read: a sync on CUDA)."""
+        return self.status.numpy()
 
-        ``since_reset``: the largest counts of any ``collide()`` since :meth:`reset_peak`
-        instead of the last one's.
+    def counts(self, since_reset: bool = False, status: np.ndarray | None = None) -> dict:
+        """Requested contact counts and capacities (one read of device memory: a host sync).
+
+        ``since_reset``: the largest counts of any ``collide()`` since :meth:`reset_peak` instead of the
+        last one's. ``status``: a host copy of :attr:`status` already read (no further read).
         """
-        if since_reset:
-            values = [int(x) for x in self.peak_counts.numpy()]
-        else:
-            values = [int(a.numpy()[0]) for a in (self.soft_contact_count, self.particle_pair_count,
-                                                  self.rigid_pair_count, self.rigid_contact_count)]
+        s = self.read_status() if status is None else status
+        start = STATUS_PEAKS if since_reset else STATUS_COUNTS
         out = {}
-        for (count, cap, _, _), v in zip(_BUFFERS, values):
-            out[count] = v
+        for k, (count, cap, _, _) in enumerate(_BUFFERS):
+            out[count] = int(s[start + k])
             out[cap] = getattr(self, cap)
         return out
 
-    def overflow(self, since_reset: bool = False) -> dict:
+    def first_nonfinite(self, status: np.ndarray | None = None) -> int | None:
+        """The first collide() since :meth:`reset_peak` (0-based) that found a NaN/inf particle or body position
+        or velocity in its state, or None."""
+        s = self.read_status() if status is None else status
+        return None if int(s[STATUS_NONFINITE]) == NO_NONFINITE else int(s[STATUS_NONFINITE])
+
+    def overflow(self, since_reset: bool = False, status: np.ndarray | None = None) -> dict:
         """Contacts dropped per buffer in the last ``collide()`` (or the worst step since :meth:`reset_peak`)."""
-        c = self.counts(since_reset)
+        c = self.counts(since_reset, status)
         return {count: max(0, c[count] - c[cap]) for count, cap, _, _ in _BUFFERS}
 
-    def check_overflow(self, raise_error: bool = False, since_reset: bool = False, stacklevel: int = 3) -> bool:
+    def check_overflow(self, raise_error: bool = False, since_reset: bool = False, stacklevel: int = 3,
+                       status: np.ndarray | None = None) -> bool:
         """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did.
 
         ``since_reset``: check every ``collide()`` since :meth:`reset_peak`, not only the last.
         """
-        over = self.overflow(since_reset)
+        s = self.read_status() if status is None else status
+        over = self.overflow(since_reset, s)
         if not any(over.values()):
             return False
-        c = self.counts(since_reset)
+        c = self.counts(since_reset, s)
         parts = [f"{what}: {c[count]} requested, capacity {c[cap]}" for count, cap, what, _ in _BUFFERS
                  if over[count]]
         args = " / ".join(arg for count, _, _, arg in _BUFFERS if over[count])
@@ -166,6 +201,21 @@ class Contacts:
             raise ContactOverflowError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
         return True
+
+    def check(self, stacklevel: int = 3) -> None:
+        """What ``model.collide`` reports after detection, from one host read of :attr:`status`: a buffer that
+        overflowed this step, and (once) a state that had gone non-finite (:class:`inertia.NonFiniteWarning`)."""
+        s = self.read_status()
+        self.check_overflow(stacklevel=stacklevel + 1, status=s)
+        first = self.first_nonfinite(s)
+        if first is not None and not self._warned_nonfinite:
+            self._warned_nonfinite = True
+            warnings.warn(
+                f"the simulation went non-finite: the state handed to collide() call {first} (counted from "
+                "the contacts' creation or reset_peak()) held NaN/inf positions or velocities, so the step that "
+                "produced it blew up. Build the solver with check_finite=True (or use inertia.Simulator, which "
+                "re-runs the frame with checks) to name the first stage; a smaller time step, softer materials "
+                "or the XPBDSolver usually help.", NonFiniteWarning, stacklevel=stacklevel)
 
     def soft_contact_pairs(self) -> np.ndarray:
         """(n, 2) array of (particle, shape) for the contacts kept this step (host copy)."""

@@ -14,6 +14,10 @@ class NonFiniteError(FloatingPointError):
         self.stage, self.step, self.array, self.index = stage, step, array, index
 
 
+class NonFiniteWarning(RuntimeWarning):
+    """A simulation went non-finite (NaN/inf positions or velocities), reported once when first seen."""
+
+
 def first_nonfinite(a: wp.array) -> int | None:
     """Index of the first element of ``a`` holding a NaN or inf, or None (reads ``a`` to the host)."""
     if a is None or a.size == 0:

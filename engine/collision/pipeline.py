@@ -22,7 +22,7 @@ import numpy as np
 import warp as wp
 
 from ..autodiff.tape import recording_tape
-from ..contacts import Contacts
+from ..contacts import STATUS_COLLIDES, STATUS_NONFINITE, Contacts
 from ..types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES
 
 # the contact lists a step's solver reads (what the tape history saves and restores)
@@ -48,6 +48,42 @@ def _check_arrays(model, state, contacts) -> None:
             f"collide(): arrays on different devices (model {model.device}, state.particle_q "
             f"{state.particle_q.device}, state.body_q {state.body_q.device}, contacts {contacts.device})"
         )
+
+
+@wp.kernel
+def scan_state_kernel(
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_qd: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    # In:
+    particle_count: int,
+    body_count: int,
+    # Data out:
+    status: wp.array(dtype=wp.int32),
+):
+    """status[STATUS_NONFINITE] = the current collide() index where an entry of the state is NaN/inf."""
+    i = wp.tid()
+    bad = False
+    if i < particle_count:
+        x, v = particle_q[i], particle_qd[i]
+        bad = not (wp.isfinite(x) and wp.isfinite(v))
+    if i < body_count:
+        q, qd = body_q[i], body_qd[i]
+        bad = bad or not (wp.isfinite(wp.transform_get_translation(q)) and wp.isfinite(wp.transform_get_rotation(q))
+                          and wp.isfinite(qd))
+    if bad:
+        wp.atomic_min(status, STATUS_NONFINITE, status[STATUS_COLLIDES])
+
+
+def scan_state(model, state, contacts) -> None:
+    """Flag a non-finite state in ``contacts.status`` (a kernel, no host read: read with the contact counts)."""
+    n = max(model.particle_count, model.body_count)
+    if n:
+        wp.launch(scan_state_kernel, dim=n, device=model.device, record_tape=False,
+                  inputs=[state.particle_q, state.particle_qd, state.body_q, state.body_qd, model.particle_count,
+                          model.body_count], outputs=[contacts.status])
 
 
 class CollisionPipeline:
@@ -143,6 +179,7 @@ class CollisionPipeline:
         if tape is not None:
             self._record_restore(tape, contacts)  # before detection overwrites the previous step's lists
         contacts.clear()
+        scan_state(model, state, contacts)
         detect_particle_shape_contacts(model, state, contacts)
         detect_particle_pairs(model, state, contacts)
         detect_shape_pairs(model, state, contacts)
@@ -153,7 +190,7 @@ class CollisionPipeline:
         if check_overflow is None:
             check_overflow = not model.device.is_capturing
         if check_overflow:
-            contacts.check_overflow(stacklevel=4)  # the warning names the caller of model.collide
+            contacts.check(stacklevel=4)  # one host read; the warnings name the caller of model.collide
         return contacts
 
     # ------------------------------------------------------------------ the tape's contact history

@@ -105,6 +105,8 @@ class Report:
     error: float = 0.0  # worst |g.d - fd| / S over the lines
     allowed: float = 0.0  # the tolerance at that line / S
     noise: float = 0.0  # sigma, the loss's rounding noise
+    h: float = 0.0  # the larger step
+    max_allowed: float = 0.0  # the largest tolerance over every line / S (how close it came to `resolve`)
     lines: list = field(default_factory=list)
 
 
@@ -264,7 +266,7 @@ def check_gradient(name: str, problem, inputs, *, directions: int = 2, ratio: fl
         if len(points) > 1:
             gd = np.array([entry["gd"] for entry in ls]).reshape(len(points), directions)
             spread = float(np.sqrt(np.mean((gd - gd.mean(axis=0)) ** 2) * len(points) / (len(points) - 1)))
-        rep = Report(name, inp.name, noise=sigma)
+        rep = Report(name, inp.name, noise=sigma, h=inp.h)
         for k, entry in enumerate(ls):
             S = entry["S"]
             rounding = sigma / (np.sqrt(2.0) * entry["h2"])
@@ -292,6 +294,7 @@ def check_gradient(name: str, problem, inputs, *, directions: int = 2, ratio: fl
                     f" + {FLOOR:g} x S {S:.3e})")
         worst = max(rep.lines, key=lambda r: r["error"] / max(r["allowed"], 1e-300))
         rep.error, rep.allowed = worst["error"], worst["allowed"]
+        rep.max_allowed = max(r["allowed"] for r in rep.lines)
         reports.append(rep)
         print(f"[gradcheck] {name} / {inp.name}: error {rep.error:.1e} of S, tolerance {rep.allowed:.1e} "
               f"(noise sigma {sigma:.1e}, {len(ls)} lines)")
@@ -326,7 +329,8 @@ def _log(reports):
     with open(path, "a") as f:
         for r in reports:
             f.write(json.dumps(dict(test=os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], check=r.name,
-                                    input=r.input, error=r.error, allowed=r.allowed, noise=r.noise)) + "\n")
+                                    input=r.input, error=r.error, allowed=r.allowed, max_allowed=r.max_allowed,
+                                    noise=r.noise, h=r.h)) + "\n")
 
 
 # ----------------------------------------------------------------------------- losses on the tape

@@ -317,7 +317,7 @@ def check_against_reference(name: str, g, g_ref, rtol: float = 1e-4) -> float:
     assert scale > 0.0, f"{name}: the reference gradient is zero: a vacuous check"
     err = float(np.linalg.norm(g - g_ref)) / scale
     print(f"[gradcheck] {name}: error {err:.1e} of |g_ref| (tolerance {rtol:.0e})")
-    _log([Report(name, "reference", error=err, allowed=rtol)])
+    _log([Report(name, "reference", error=err, allowed=rtol, max_allowed=rtol)])
     assert err < rtol, f"{name}: |g - g_ref| / |g_ref| = {err:.3e} >= {rtol}\n tape {g}\n reference {g_ref}"
     return err
 

@@ -60,7 +60,10 @@ def read_obj(path: str):
                 tris += [(face[0], face[k], face[k + 1]) for k in range(1, len(face) - 1)]
     if not tris:
         raise MeshError(f"{path}: no faces (OBJ 'f' lines) found")
-    return np.array(vertices, dtype=np.float64), np.array(tris, dtype=np.int32)
+    v = np.array(vertices, dtype=np.float64)
+    if not np.isfinite(v).all():
+        raise MeshError(f"{path}: {int((~np.isfinite(v).all(axis=1)).sum())} vertices contain NaN or inf")
+    return v, np.array(tris, dtype=np.int32)
 
 
 def read_stl(path: str):

@@ -136,6 +136,7 @@ class RobotImport:
     root_joint: int = -1
     static_shapes: list = field(default_factory=list)
     intermediate_bodies: dict = field(default_factory=dict)  # body index -> body it borrowed its mass from
+    inertia_replaced: list = field(default_factory=list)  # links whose written tensor was not positive definite
     extra: dict = field(default_factory=dict)  # importer specific (MJCF actuators, joint references)
 
     def frame_pose(self, state, name: str) -> np.ndarray:
@@ -192,12 +193,15 @@ def _moved(props, xf):
     return props + (quat_to_matrix(xf[1]), np.asarray(xf[0], dtype=np.float64))
 
 
-def link_mass_properties(link: Link, density: float, warner: Warner, where: str):
-    """(mass, com, inertia about com) of ``link`` in its frame: its inertial, else its geometry's."""
+def link_mass_properties(link: Link, density: float, warner: Warner, where: str, replaced: set | None = None):
+    """(mass, com, inertia about com) of ``link`` in its frame: its inertial, else its geometry's. The names of
+    links whose written tensor was replaced are added to ``replaced``."""
     if link.inertial is not None:
         mass, com, inertia = link.inertial
         if mass > 0.0 and not _positive_definite(inertia):
             inertia = _estimated_inertia(link, mass, com, density, warner, where)
+            if replaced is not None:
+                replaced.add(link.name)
         return mass, np.asarray(com, dtype=np.float64), inertia
     parts = [_moved(geom_mass_properties(g, density, warner, f"{where} {g.name or g.kind}"), g.xform)
              for g in link.geoms if g.mass_source]
@@ -265,7 +269,7 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
             owner[name], in_owner[name] = name, IDENTITY
 
     # ---- mass properties per body (float64, body frame)
-    members = {}
+    members, replaced = {}, set()
     for name in robot.links:
         members.setdefault(owner[name], []).append(name)
     props = {}
@@ -274,8 +278,8 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
             continue
         parts = []
         for n in names:
-            m, c, i = link_mass_properties(robot.links[n], density, warner, f"link '{n}'")
-            if m > 0.0:
+            m, c, i = link_mass_properties(robot.links[n], density, warner, f"link '{n}'", replaced)
+            if m > 0.0 or np.any(i):  # a massless link's rotational inertia counts too (PyBullet, MuJoCo)
                 parts.append((m, c, i) + (quat_to_matrix(in_owner[n][1]), np.asarray(in_owner[n][0], np.float64)))
         props[rep] = mp.combine(parts) if parts else (0.0, np.zeros(3), np.zeros((3, 3)))
 
@@ -308,6 +312,7 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
 
     # ---- bodies, shapes, visuals
     result = RobotImport(name=robot.name, path=robot.path)
+    result.inertia_replaced = sorted(replaced)
     for rep in (n for n in robot.links if owner[n] == n):
         m, c, i = props[rep]
         kinematic = m <= 0.0  # only a massless root welded to the world gets here without mass

@@ -348,6 +348,9 @@ def _link(r: _Reader, el, name: str, urdf_dir, package_paths, meshes, colors, lo
                 props["mu"] = r.number(c, "value", where)
             elif c.tag == "restitution":
                 props["restitution"] = r.number(c, "value", where)
+            elif c.tag == "inertia_scaling" and link.inertial is not None:  # PyBullet scales the tensor by it
+                m, com, i = link.inertial
+                link.inertial = (m, com, i * r.number(c, "value", where))
             else:
                 r.warner.add("<contact> entries other than lateral_friction and restitution", f"{where} <{c.tag}>")
     for k, c in enumerate(el.findall("collision")):
@@ -467,15 +470,23 @@ def _joint(r: _Reader, el, name: str, root: str) -> Joint:
                     r.fail(where, f"<limit {attr}> must be >= 0, got {v}")
                 if v > 0.0:  # 0 is how many files say "not given"
                     j.dynamics[key] = v
+    if jtype == "continuous" and limit is not None and (limit.get("lower") or limit.get("upper")) is not None:
+        r.warner.add("continuous joint with <limit lower upper>", where, "limited as PyBullet limits it",
+                     verb="tolerated")
+        jtype = "revolute"
     if jtype in ("revolute", "prismatic"):
         if limit is None:
             r.fail(where, f"a {jtype} joint needs a <limit> (use type 'continuous' for an unlimited hinge)")
-        lower, upper = r.number(limit, "lower", where, 0.0), r.number(limit, "upper", where, 0.0)
-        if lower > upper:
-            r.warner.add("<limit> with lower > upper", f"{where} ({lower}, {upper})",
-                         "read as no limit (Bullet's convention)", verb="tolerated")
+        if limit.get("lower") is None and limit.get("upper") is None:  # PyBullet reads this as no limit
+            r.warner.add("<limit> without lower and upper", where, "read as no limit (PyBullet's reading; the "
+                         "URDF standard would lock the joint at 0)", verb="tolerated")
         else:
-            j.lower, j.upper = lower, upper
+            lower, upper = r.number(limit, "lower", where, 0.0), r.number(limit, "upper", where, 0.0)
+            if lower > upper:
+                r.warner.add("<limit> with lower > upper", f"{where} ({lower}, {upper})",
+                             "read as no limit (Bullet's convention)", verb="tolerated")
+            else:
+                j.lower, j.upper = lower, upper
     dyn = r.one(el, "dynamics", where)
     if dyn is not None:
         for attr, key in (("damping", "damping"), ("friction", "friction")):

@@ -298,34 +298,58 @@ HINGE, SLIDE, BALL, FREE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoin
 MJ_KIND = {HINGE: 1, SLIDE: 0, BALL: 2, FREE: 4}  # MuJoCo's joint types -> inertia's
 
 
+def _combine(parts):
+    """(mass, com, inertia about it) of (mass, com, inertia) parts in one frame (float64, parallel axis)."""
+    m = sum(p[0] for p in parts)
+    c = sum(p[0] * p[1] for p in parts) / m if m > 0 else np.zeros(3)
+    i = sum(p[2] + p[0] * ((p[1] - c) @ (p[1] - c) * np.eye(3) - np.outer(p[1] - c, p[1] - c)) for p in parts)
+    return m, c, i
+
+
+def _world_mass_properties(model, state, body):
+    """(mass, com, inertia) of one body of ``model`` in world at ``state``."""
+    q = state.body_q.numpy()[body].astype(np.float64)
+    rot = quat_to_matrix(q[3:])
+    com = rot @ model.body_com.numpy()[body].astype(np.float64) + q[:3]
+    return (float(model.body_mass.numpy()[body]), com, rot @ model.body_inertia.numpy()[body].astype(np.float64) @ rot.T)
+
+
 def compare_with_mujoco(mj, model, r, rel, label, joint_ref=None, skip_limits=()):
     """Bodies MuJoCo keeps (by name): mass, centre of mass and principal inertias; joints: types, axes, limits;
     forward kinematics of the bodies at random joint configurations. ``joint_ref``: MuJoCo's joint reference
     positions (qpos0), which are this import's zero; ``skip_limits``: joints whose limits MuJoCo reads
     differently (by design)."""
-    names = [mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(mj.nbody)]
-    mass = model.body_mass.numpy().astype(np.float64)
-    com = model.body_com.numpy().astype(np.float64)
-    inertia_ = model.body_inertia.numpy().astype(np.float64)
-    borrowed = {}  # intermediate bodies lend back what they borrowed from the named body
-    for inter, donor in r.intermediate_bodies.items():
-        borrowed.setdefault(donor, []).append(inter)
-    checked = 0
+    # MuJoCo's bodies by our names (an unnamed one is "body_<its index>" here as there)
+    names = [mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, b) or f"body_{b}" for b in range(mj.nbody)]
+    data = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, data)  # at qpos0, where this import's joint_q is 0
+    state0 = model.state()
+    parts = {}  # our body -> MuJoCo (mass, world com, world inertia) of the bodies folded into it
     for b, name in enumerate(names):
-        if b == 0 or name not in r.bodies or mj.body_mass[b] == 0.0:
+        body = r.links.get(name, -1)
+        if b > 0 and body >= 0:
+            rot = data.ximat[b].reshape(3, 3)
+            parts.setdefault(body, []).append((mj.body_mass[b], data.xipos[b].copy(),
+                                               rot @ np.diag(mj.body_inertia[b]) @ rot.T))
+    ours = {}  # ours: a body and the intermediate bodies that borrowed from it
+    for body in parts:
+        ours[body] = [body] + [i for i, donor in r.intermediate_bodies.items() if donor == body]
+    checked = 0
+    for body, ps in parts.items():
+        m_ref, c_ref, i_ref = _combine(ps)
+        m, c, i = _combine([_world_mass_properties(model, state0, k) for k in ours[body]])
+        label_body = model.body_label[body]
+        if m_ref == 0.0:
             continue
-        body = r.bodies[name]
-        m = mass[body] + sum(mass[i] for i in borrowed.get(body, ()))
-        err = abs(m - mj.body_mass[b]) / mj.body_mass[b]
-        _record(f"{label} body mass (relative)", err, f"{rel} {name}")
-        assert err < 2e-6, (name, m, mj.body_mass[b])
-        if borrowed.get(body):
-            continue  # its inertia is split with the intermediate bodies (see inertia.io.robot)
-        assert np.allclose(com[body], mj.body_ipos[b], atol=2e-6), (name, com[body], mj.body_ipos[b])
-        i_ref = np.sort(mj.body_inertia[b])
-        err = np.abs(np.linalg.eigvalsh(inertia_[body]) - i_ref).max() / i_ref.max()
-        _record(f"{label} principal inertia (relative to the largest)", err, f"{rel} {name}")
-        assert err < 2e-5, (name, np.linalg.eigvalsh(inertia_[body]), i_ref)
+        err = abs(m - m_ref) / m_ref
+        _record(f"{label} body mass (relative)", err, f"{rel} {label_body}")
+        assert err < 2e-6, (label_body, m, m_ref)
+        assert np.abs(c - c_ref).max() < 2e-6, (label_body, c, c_ref)
+        scale = np.abs(i_ref).max()
+        err = np.abs(np.linalg.eigvalsh(i) - np.linalg.eigvalsh(i_ref)).max() / scale
+        _record(f"{label} principal inertia (relative to the largest)", err, f"{rel} {label_body}")
+        assert err < 2e-5, (label_body, np.linalg.eigvalsh(i), np.linalg.eigvalsh(i_ref))
+        assert np.abs(i - i_ref).max() < 2e-5 * scale, label_body
         checked += 1
     # joints
     types, dof = model.joint_type.numpy(), model.joint_qd_start.numpy()
@@ -345,7 +369,6 @@ def compare_with_mujoco(mj, model, r, rel, label, joint_ref=None, skip_limits=()
             else:
                 assert np.isinf(lower[dof[k]]) and np.isinf(upper[dof[k]]), name
     # forward kinematics at random configurations
-    data = mujoco.MjData(mj)
     rng = np.random.default_rng(zlib.crc32(rel.encode()) + 1)
     state = model.state()
     q0 = state.joint_q.numpy().copy()
@@ -373,7 +396,7 @@ def compare_with_mujoco(mj, model, r, rel, label, joint_ref=None, skip_limits=()
         mujoco.mj_kinematics(mj, data)
         inertia.eval_fk(model, q, np.zeros(model.joint_dof_count), state)
         for b, name in enumerate(names):
-            if b == 0 or name not in r.frames:
+            if b == 0 or name not in r.frames or r.frames[name][0] < 0:
                 continue
             pose = r.frame_pose(state, name)
             x = data.xquat[b]
@@ -402,3 +425,57 @@ def test_urdf_matches_mujoco_where_it_loads(rel):
     limited = {j.get("name") for j in root.findall("joint") if j.get("type") == "continuous"
                and j.find("limit") is not None and j.find("limit").get("lower") is not None}
     compare_with_mujoco(mj, b.finalize(device=DEVICE), r, rel, "URDF vs MuJoCo", skip_limits=limited)
+
+
+# ------------------------------------------------------------------------------------------------ MJCF
+GYM = os.path.join(os.path.dirname(pytest.importorskip("gymnasium").__file__), "envs", "mujoco", "assets")
+MJCFS = sorted(os.path.relpath(p, GYM) for p in glob.glob(os.path.join(GYM, "**", "*.xml"), recursive=True))
+
+
+@pytest.mark.parametrize("rel", MJCFS)
+def test_mjcf_imports_as_mujoco_loads_it(rel):
+    """Every Gymnasium MuJoCo model MuJoCo loads: bodies (mass, centre of mass, principal inertias), joints
+    (types, axes, limits, armature, damping, friction loss) and forward kinematics at 20 random configurations
+    equal ``mujoco.MjModel``'s and ``mj_kinematics``'; a short passive simulation stays finite."""
+    path = os.path.join(GYM, rel)
+    mj = mujoco_model(path)
+    if mj is None:
+        with pytest.raises(inertia.io.mjcf.MjcfError):
+            inertia.ModelBuilder().add_mjcf(path)
+        return
+    b = inertia.ModelBuilder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # what is not imported is listed by the warnings
+        r = b.add_mjcf(path)
+    model = b.finalize(device=DEVICE)
+    total = float(model.body_mass.numpy().astype(np.float64).sum())
+    # MuJoCo's total counts bodies welded to the world too; here they are static shapes: compare the others
+    moving = sum(mj.body_mass[k] for k in range(1, mj.nbody)
+                 if r.links.get(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, k) or f"body_{k}", -1) >= 0)
+    _record("MJCF total mass (relative)", abs(total - moving) / moving, rel)
+    assert total == pytest.approx(moving, rel=2e-6)
+    assert compare_with_mujoco(mj, model, r, rel, "MJCF", joint_ref=r.extra["joint_ref"]) > 0
+    dof, armature = model.joint_qd_start.numpy(), model.joint_armature.numpy()
+    damping, friction = model.joint_damping.numpy(), model.joint_friction.numpy()
+    for j in range(mj.njnt):
+        name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j)
+        d = dof[r.joints[name]]
+        if int(mj.jnt_type[j]) == FREE:
+            continue
+        a = mj.jnt_dofadr[j]
+        assert armature[d] == pytest.approx(mj.dof_armature[a], rel=1e-6, abs=1e-9), name
+        assert damping[d] == pytest.approx(mj.dof_damping[a], rel=1e-6, abs=1e-9), name
+        assert friction[d] == pytest.approx(mj.dof_frictionloss[a], rel=1e-6, abs=1e-9), name
+    if model.joint_dof_count:
+        _simulate_briefly(model)
+
+
+def test_corpus_summary():
+    """Counts and the worst errors of the corpus (run after the per-file tests; printed with -s)."""
+    loads = [u for u in URDFS if pybullet_reference(u) is not None]
+    print(f"\nURDFs: {len(loads) - len([u for u in REFUSED if u in loads])} imported / {len(loads)} loadable by "
+          f"PyBullet / {len(URDFS)} in pybullet_data (refused on purpose: {REFUSED})")
+    print(f"MJCFs: {sum(mujoco_model(os.path.join(GYM, m)) is not None for m in MJCFS)} loadable by MuJoCo / "
+          f"{len(MJCFS)} in Gymnasium's assets")
+    for kind, (err, where) in sorted(WORST.items()):
+        print(f"  worst {kind}: {err:.2e} ({where})")

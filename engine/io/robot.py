@@ -82,6 +82,8 @@ class Joint:
     target_kd: float | None = None
     mimic: tuple | None = None  # (source joint name, multiplier, offset)
     mergeable: bool = True  # a fixed joint the importer may fold away
+    absolute: bool = False  # free joints: coordinates are the child's pose in the parent frame (MJCF), not
+    # relative to where ``origin`` puts it (URDF)
 
 
 @dataclass
@@ -90,7 +92,7 @@ class RobotDescription:
     path: str
     links: dict  # name -> Link, parents before children
     joints: list  # Joint, parents before children
-    world: Link | None = None  # geometry fixed to the world (MJCF worldbody)
+    exclude: list = field(default_factory=list)  # (link, link) pairs that never collide
 
 
 class Warner:
@@ -354,11 +356,12 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
         if owner[j.child] != j.child:
             continue  # merged away
         child = result.bodies[j.child]
+        origin = IDENTITY if j.kind == "free" and j.absolute else j.origin
         if j.parent is None:
-            parent, x_p = -1, compose(base, j.origin)
+            parent, x_p = -1, compose(base, origin)
         else:
             parent = -1 if owner[j.parent] is None else result.bodies[owner[j.parent]]
-            x_p = compose(in_owner[j.parent], j.origin) if parent >= 0 else compose(pose[j.parent], j.origin)
+            x_p = compose(in_owner[j.parent], origin) if parent >= 0 else compose(pose[j.parent], origin)
         result.joints[j.name] = _add_joint(builder, j, parent, child, x_p, ke_of(j), kd_of(j), limit_ke, limit_kd)
         if j.parent is None:
             result.root_joint = result.joints[j.name]
@@ -375,6 +378,10 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
     for name, j in result.joints.items():
         result.joint_q[name] = slice(int(starts[j]), int(starts[j + 1]))
         result.joint_qd[name] = slice(int(dstarts[j]), int(dstarts[j + 1]))
+    for a, b in robot.exclude:
+        ba, bb = result.links[a], result.links[b]
+        if ba >= 0 and bb >= 0 and ba != bb:
+            builder.add_collision_exclusion(ba, bb)
     if not self_collisions:
         bodies = sorted(result.bodies.values())
         for a in range(len(bodies)):

@@ -186,7 +186,7 @@ class _Parser:
         scale = np.array(numbers(a["scale"], 3, f"{where} scale")) if "scale" in a else np.ones(3)
         if "refpos" in a or "refquat" in a:
             self.warner.add("<mesh refpos/refquat>", where)
-        self.meshes[name] = (v * scale, f, tuple(scale))
+        self.meshes[name] = (v, f, tuple(float(x) for x in scale))
 
     # ---------------------------------------------------------------- bodies
     def parse(self):

@@ -46,7 +46,7 @@ class Geom:
     kind: str  # sphere, box, capsule, cylinder, ellipsoid, mesh, plane
     xform: tuple = IDENTITY
     size: tuple = (0.0, 0.0, 0.0)
-    vertices: np.ndarray | None = None  # mesh vertices [m], scale applied
+    vertices: np.ndarray | None = None  # mesh vertices as in the file; ``size`` holds the mesh's scale
     triangles: np.ndarray | None = None
     name: str = ""
     collide: bool = True  # a collision shape
@@ -176,11 +176,12 @@ def geom_mass_properties(g: Geom, density: float, warner: Warner | None = None, 
         props = (m, np.zeros(3), np.diag([m * (b2 + c2) / 5.0, m * (a2 + c2) / 5.0, m * (a2 + b2) / 5.0]))
     elif g.kind == "mesh":
         try:
-            props = mp.mesh(rho, g.vertices, g.triangles)
+            props = mp.mesh(rho, g.vertices * np.asarray(s), g.triangles)
         except ValueError:
             if warner is not None:
                 warner.add("open mesh", where, "its mass properties are its convex hull's", verb="estimated")
-            props = mp.mesh(rho, g.vertices, convex_hull(g.vertices))
+            v = g.vertices * np.asarray(s)
+            props = mp.mesh(rho, v, convex_hull(v))
     else:  # planes carry no mass
         return 0.0, np.zeros(3), np.zeros((3, 3))
     if g.mass is not None:  # a given mass: the shape's distribution, scaled
@@ -346,10 +347,10 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
                     continue
                 s = _add_shape(builder, body, g, xf, density, shape_props, warner, where)
                 (result.static_shapes if body < 0 else result.shapes[rep]).append(s)
-            if g.visual and body >= 0:
-                builder.add_visual(body, g.kind if g.kind != "plane" else "box", xf,
-                                   (g.size[0], g.size[1], 1e-3) if g.kind == "plane" else g.size,
-                                   g.vertices, g.triangles, g.color, g.name or f"{name}_visual")
+            if g.visual and body >= 0 and g.kind != "plane":
+                mesh = g.kind == "mesh"
+                builder.add_visual(body, g.kind, xf, g.size, g.vertices * np.asarray(g.size) if mesh else None,
+                                   g.triangles, g.color, g.name or f"{name}_visual")
 
     # ---- joints
     for j in robot.joints:
@@ -417,6 +418,13 @@ def _gains(value, robot: RobotDescription, what: str):
 
 
 def _add_shape(builder, body, g: Geom, xf, density, shape_props, warner: Warner, where: str) -> int:
+    try:
+        return _add_shape_unchecked(builder, body, g, xf, shape_props, warner, where)
+    except (ValueError, TypeError, IndexError) as e:
+        raise ValueError(f"{where} {g.kind} '{g.name}': {e}") from e
+
+
+def _add_shape_unchecked(builder, body, g: Geom, xf, shape_props, warner: Warner, where: str) -> int:
     props = dict(g.props)
     props.update(shape_props)  # what the caller passes wins over the file
     props.setdefault("density", 0.0)  # mass properties were computed here
@@ -439,7 +447,7 @@ def _add_shape(builder, body, g: Geom, xf, density, shape_props, warner: Warner,
         v, f = _icosphere(2)
         return builder.add_shape_mesh(body, xf, v * np.asarray(s), f, **props)
     if g.kind == "mesh":
-        return builder.add_shape_mesh(body, xf, g.vertices, g.triangles, **props)
+        return builder.add_shape_mesh(body, xf, g.vertices, g.triangles, g.size, **props)
     raise ValueError(f"{where}: unsupported geometry '{g.kind}'")
 
 

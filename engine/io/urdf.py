@@ -411,11 +411,20 @@ def _geometry(r: _Reader, el, where: str, urdf_dir, package_paths, meshes, visua
     g = shapes[0]
     xf = r.origin(el, where)
     if g.tag == "box":
-        return Geom("box", xf, tuple(0.5 * v for v in r.floats(g, "size", 3, where)))
-    if g.tag == "sphere":
-        return Geom("sphere", xf, (r.number(g, "radius", where), 0.0, 0.0))
-    if g.tag in ("cylinder", "capsule"):
-        return Geom(g.tag, xf, (r.number(g, "radius", where), 0.5 * r.number(g, "length", where), 0.0))
+        size = r.floats(g, "size", 3, where)
+        if min(size) <= 0.0:
+            r.fail(where, f"box size must be > 0, got {size}")
+        return Geom("box", xf, tuple(0.5 * v for v in size))
+    if g.tag in ("sphere", "cylinder", "capsule"):
+        radius = r.number(g, "radius", where)
+        if radius <= 0.0:
+            r.fail(where, f"{g.tag} radius must be > 0, got {radius}")
+        if g.tag == "sphere":
+            return Geom("sphere", xf, (radius, 0.0, 0.0))
+        length = r.number(g, "length", where)
+        if length < 0.0 or (length == 0.0 and g.tag == "cylinder"):
+            r.fail(where, f"{g.tag} length must be > 0, got {length}")
+        return Geom(g.tag, xf, (radius, 0.5 * length, 0.0))
     if g.tag == "plane":
         normal = np.array(r.floats(g, "normal", 3, where, (0.0, 0.0, 1.0)))
         if np.linalg.norm(normal) < 1e-9:
@@ -444,7 +453,7 @@ def _geometry(r: _Reader, el, where: str, urdf_dir, package_paths, meshes, visua
             except MeshError as e:
                 raise UrdfError(f"{r.path}: {where}: {e}") from e
         v, f = meshes[found]
-        return Geom("mesh", xf, tuple(scale), v * scale, f)
+        return Geom("mesh", xf, tuple(scale), v, f)
 
 
 

@@ -1,9 +1,13 @@
-"""URDF import: hand-written robots in tests/data, checked against closed forms.
+"""URDF import: hand-written robots in tests/data, checked against closed forms, and the stock robots that used to fail.
 
 Known answers: link poses of a cart-pole, a two-link arm and a quadruped's feet at given joint
 coordinates (forward kinematics by hand); masses, centres of mass and inertias as written (an
-inertial rotated by rpy) or from the collision shapes' density (box, sphere, an STL octahedron of
-volume 4/3 r^3); mesh vertex counts and scale; every malformed file refused with file and element named.
+inertial rotated by rpy), from the collision shapes' density (box, sphere, an STL octahedron of
+volume 4/3 r^3) and merged across fixed joints (parallel axis by hand); mesh vertex counts and scale;
+every malformed file refused with file and element named. Stock robots (pybullet_data): kuka_iiwa's
+massless root, franka_panda's package:// meshes, massless links and mimic (frame pose against PyBullet),
+laikago's zero inertias (against trimesh's mass properties of the collision meshes), humanoid's stray NUL.
+The whole pybullet_data corpus is checked against PyBullet and MuJoCo in test_robot_corpus.py.
 """
 
 from __future__ import annotations
@@ -367,3 +371,264 @@ def test_malformed_mesh_file_is_named(tmp_path):
     assert path in str(e.value) and "link 'tip'" in str(e.value) and "tip.obj:3" in str(e.value)
 
 
+
+
+# --------------------------------------------------------------------------- stock robots that used to fail
+pybullet_data = pytest.importorskip("pybullet_data")
+PB = pybullet_data.getDataPath()
+
+
+def _import(path, **kwargs):
+    b = inertia.ModelBuilder()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = urdf.add_urdf(b, path, **kwargs)
+    return b, r, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def test_kuka_iiwa_massless_fixed_root_is_kinematic_and_needs_no_mesh_mass():
+    """kuka_iiwa/model.urdf: link_0 has <mass value="0"/> and an open collision mesh; it becomes a kinematic
+    body whose mesh is never weighed (it used to fail in finalize: 'mesh is not closed')."""
+    from inertia.builder import mass_properties
+
+    path = os.path.join(PB, "kuka_iiwa", "model.urdf")
+    b, r, _ = _import(path)
+    root = r.bodies["lbr_iiwa_link_0"]
+    with pytest.raises(ValueError, match="not closed"):  # what finalize used to trip over
+        mass_properties.mesh(1000.0, *b.shape_mesh[r.shapes["lbr_iiwa_link_0"][0]])
+    model = b.finalize(device=DEVICE)
+    assert model.body_mass.numpy()[root] == 0.0 and model.body_inv_mass.numpy()[root] == 0.0
+    s0, s1 = model.state(), model.state()
+    q0 = s0.body_q.numpy().copy()
+    solver = inertia.SemiImplicitSolver(model)
+    for _ in range(100):
+        solver.step(s0, s1, None, None, 2e-4)
+        s0, s1 = s1, s0
+    q = s0.body_q.numpy()
+    assert np.isfinite(q).all() and np.array_equal(q[root], q0[root])  # the base stays put; the arm falls
+    assert np.abs(q - q0).max() > 1e-6
+
+
+def test_franka_panda_resolves_its_meshes_merges_massless_links_and_declares_the_mimic():
+    """franka_panda/panda.urdf: package://meshes/... is found next to the file (no package_paths), the massless
+    panda_link8 and panda_grasptarget fold into their parents with their frames kept, and the second finger's
+    <mimic> is a declared coupling (no warning)."""
+    pybullet = pytest.importorskip("pybullet")
+    path = os.path.join(PB, "franka_panda", "panda.urdf")
+    b, r, messages = _import(path)
+    assert not [m for m in messages if "mimic" in m]
+    model = b.finalize(device=DEVICE)
+    assert r.links["panda_link8"] == r.links["panda_hand"] == r.links["panda_grasptarget"] == r.bodies["panda_link7"]
+    assert "panda_hand_joint" not in r.joints and model.body_count == 10  # 13 links, 3 folded
+    j1, j2 = r.joints["panda_finger_joint1"], r.joints["panda_finger_joint2"]
+    assert model.joint_mimic_joint.numpy()[j2] == j1 and model.joint_mimic_joint.numpy()[j1] == -1
+    assert model.joint_mimic_multiplier.numpy()[j2] == 1.0 and model.joint_mimic_offset.numpy()[j2] == 0.0
+    # the grasp target's pose at a joint configuration equals PyBullet's link frame there
+    cid = pybullet.connect(pybullet.DIRECT)
+    try:
+        body = pybullet.loadURDF(path, useFixedBase=True, physicsClientId=cid)
+        q = {"panda_joint1": 0.3, "panda_joint2": -0.5, "panda_joint4": -2.0, "panda_joint6": 1.5,
+             "panda_joint7": 0.7}
+        state = model.state()
+        qs = state.joint_q.numpy()
+        target = None
+        for k in range(pybullet.getNumJoints(body, physicsClientId=cid)):
+            info = pybullet.getJointInfo(body, k, physicsClientId=cid)
+            name = info[1].decode()
+            if name in q:
+                pybullet.resetJointState(body, k, q[name], physicsClientId=cid)
+                qs[r.joint_q[name]] = q[name]
+            if info[12].decode() == "panda_grasptarget":
+                target = k
+        p_ref, q_ref = pybullet.getLinkState(body, target, computeForwardKinematics=True, physicsClientId=cid)[4:6]
+    finally:
+        pybullet.disconnect(cid)
+    inertia.eval_fk(model, qs, np.zeros(model.joint_dof_count), state)
+    pose = r.frame_pose(state, "panda_grasptarget")
+    assert np.allclose(pose[:3], p_ref, atol=1e-6)
+    rel = quat_matrix(pose[3:] / np.linalg.norm(pose[3:])).T @ quat_matrix(q_ref)
+    assert np.abs(rel - np.eye(3)).max() < 1e-6  # float32 rotations
+
+
+def test_laikago_zero_inertias_are_estimated_from_the_collision_meshes_with_one_warning():
+    """laikago/laikago_toes.urdf writes zero tensors for all 13 links: each becomes its collision mesh's inertia
+    (trimesh's mass properties, an independent implementation; the open chassis mesh by its convex hull),
+    scaled to the link's mass and moved to the written centre of mass; one warning names them."""
+    trimesh = pytest.importorskip("trimesh")
+    from inertia.builder import mass_properties
+    from inertia.io.meshes import convex_hull
+
+    path = os.path.join(PB, "laikago", "laikago_toes.urdf")
+    b, r, messages = _import(path)
+    replaced = [m for m in messages if "not positive definite" in m]
+    assert len(replaced) == 1 and "13x" in replaced[0] and len(r.inertia_replaced) == 13
+    model = b.finalize(device=DEVICE)
+    inertia_ = model.body_inertia.numpy().astype(np.float64)
+    import xml.etree.ElementTree as ET
+
+    links = {el.get("name"): el.find("inertial") for el in ET.parse(path).getroot().findall("link")}
+    written = {name: (float(el.find("mass").get("value")), [float(x) for x in el.find("origin").get("xyz").split()])
+               for name, el in links.items() if name in ("chassis", "FR_hip_motor", "FR_upper_leg")}
+    meshes = {"chassis": ("chassis_vhacd_mod.obj", (0.0, 0.0, 0.043794), (-1.57, 0.0, 0.0)),
+              "FR_hip_motor": ("hip_motor_mirror.stl", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+              "FR_upper_leg": ("upper_leg_right_vhacd.obj", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))}
+    for link, (fname, xyz, rpy) in meshes.items():
+        v, f = (urdf.read_obj if fname.endswith(".obj") else urdf.read_stl)(os.path.join(PB, "laikago", fname))
+        try:  # the import's rule: a mesh that is not closed counts by its convex hull
+            mass_properties.mesh(1.0, v, f)
+            mesh = trimesh.Trimesh(v, f, process=False)
+        except ValueError:  # the chassis: every vertex lies inside the hull (on or below each face's plane)
+            hull = trimesh.Trimesh(v, convex_hull(v), process=False)
+            assert hull.is_watertight and hull.is_winding_consistent and hull.volume > 0
+            heights = np.einsum("vfk,fk->vf", v[:, None, :] - hull.triangles[None, :, 0], hull.face_normals)
+            assert heights.max() < 1e-9
+            mesh = hull
+        mesh.density = 1.0
+        rot = rot_z(rpy[2]) @ rot_y(rpy[1]) @ rot_x(rpy[0])
+        com_g = rot @ mesh.center_mass + np.array(xyz)
+        i_g = rot @ mesh.moment_inertia @ rot.T
+        mass, com = written[link]
+        d = np.array(com) - com_g
+        expected = mass / mesh.mass * i_g + mass * (d @ d * np.eye(3) - np.outer(d, d))
+        got = inertia_[r.bodies[link]]
+        print(f"\n{link}: estimated inertia {np.round(np.linalg.eigvalsh(got), 6)}, max rel error "
+              f"{np.abs(got - expected).max() / np.abs(expected).max():.1e}")
+        assert np.allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
+
+
+def test_humanoid_with_a_stray_nul_after_robot_imports_with_a_warning():
+    """humanoid/humanoid.urdf ends with a NUL byte after </robot> (PyBullet loads it); its spherical joints
+    (PyBullet's extension) are ball joints."""
+    b, r, messages = _import(os.path.join(PB, "humanoid", "humanoid.urdf"))
+    assert any("bytes after </robot> tolerated" in m for m in messages)
+    model = b.finalize(device=DEVICE)
+    assert (model.joint_type.numpy() == 2).sum() == 8 and model.joint_type.numpy()[r.joints["neck"]] == 2
+
+
+# --------------------------------------------------------------------------- what the importer reads
+def test_joint_dynamics_limits_gains_and_coordinate_slices(tmp_path):
+    text = _robot(LINK.format("a"), LINK.format("b"), LINK.format("c"),
+                  _joint("hinge", "revolute", "a", "b", '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="30" '
+                         'velocity="4"/><dynamics damping="0.5" friction="0.2"/>'),
+                  _joint("slide", "prismatic", "b", "c", '<limit lower="0" upper="0.3" effort="0" velocity="0"/>'))
+    path = _write(tmp_path, text)
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(path, joint_target_ke={"hinge": 50.0}, joint_target_kd=2.0)
+    model = b.finalize(device=DEVICE)
+    h, s = (model.joint_qd_start.numpy()[r.joints[n]] for n in ("hinge", "slide"))
+    assert model.joint_damping.numpy()[h] == 0.5 and model.joint_friction.numpy()[h] == pytest.approx(0.2)
+    assert model.joint_effort_limit.numpy()[h] == 30.0 and model.joint_velocity_limit.numpy()[h] == 4.0
+    assert np.isinf(model.joint_effort_limit.numpy()[s]) and np.isinf(model.joint_velocity_limit.numpy()[s])
+    assert model.joint_target_ke.numpy()[[h, s]].tolist() == [50.0, 0.0]  # by name; others 0
+    assert model.joint_target_kd.numpy()[[h, s]].tolist() == [2.0, 2.0]  # a number: every joint
+    starts, dstarts = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+    for name, j in r.joints.items():
+        assert r.joint_q[name] == slice(starts[j], starts[j + 1]) and r.joint_qd[name] == slice(dstarts[j], dstarts[j + 1])
+    with pytest.raises(urdf.UrdfError, match=r"joint_target_ke: no joints named \['knee'\]"):
+        inertia.ModelBuilder().add_urdf(path, joint_target_ke={"knee": 1.0})
+
+
+def test_mimic_is_a_declared_coupling(tmp_path):
+    text = ARM_TEXT.replace('<axis xyz="0 0 1"/>\n    <limit lower="-2.0"',
+                            '<axis xyz="0 0 1"/><mimic joint="shoulder" multiplier="-0.5" offset="0.1"/>\n'
+                            '    <limit lower="-2.0"')
+    b = inertia.ModelBuilder()
+    r = urdf.add_urdf(b, _write(tmp_path, text))
+    model = b.finalize(device=DEVICE)
+    e = r.joints["elbow"]
+    assert model.joint_mimic_joint.numpy()[e] == r.joints["shoulder"]
+    assert model.joint_mimic_multiplier.numpy()[e] == -0.5 and model.joint_mimic_offset.numpy()[e] == pytest.approx(0.1)
+    bad = text.replace('mimic joint="shoulder"', 'mimic joint="hip"')
+    with pytest.raises(urdf.UrdfError, match="names no joint"):
+        urdf.add_urdf(inertia.ModelBuilder(), _write(tmp_path, bad, "bad2.urdf"))
+
+
+def test_no_self_collision_by_default_adjacent_links_never(tmp_path):
+    """Two arms whose links overlap: within one robot nothing collides unless enable_self_collisions=True (and
+    then only non-adjacent links); two robots collide with each other."""
+    box = '<collision><geometry><box size="0.2 0.2 0.2"/></geometry></collision>'
+    link = '<link name="{0}"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1"/></inertial>' + box + '</link>'
+    text = _robot(link.format("a"), link.format("b"), link.format("c"),
+                  _joint("j1", "revolute", "a", "b", '<origin xyz="0.1 0 0"/><limit lower="-1" upper="1"/>'),
+                  _joint("j2", "revolute", "b", "c", '<origin xyz="-0.15 0 0"/><limit lower="-1" upper="1"/>'))
+    path = _write(tmp_path, text)
+
+    def rigid_contacts(**kwargs):
+        b = inertia.ModelBuilder()
+        b.add_urdf(path, **kwargs)
+        if kwargs.pop("second", False):
+            pass
+        model = b.finalize(device=DEVICE)
+        contacts = model.contacts()
+        model.collide(model.state(), contacts)
+        return model, contacts.counts()["rigid_pairs"]
+
+    assert rigid_contacts()[1] == 0
+    model, n = rigid_contacts(enable_self_collisions=True)
+    assert n > 0  # a and c overlap (0.05 m apart); a-b and b-c are joined: never
+    b = inertia.ModelBuilder()
+    b.add_urdf(path)
+    b.add_urdf(path, xform=((0.05, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    model = b.finalize(device=DEVICE)
+    contacts = model.contacts()
+    model.collide(model.state(), contacts)
+    assert contacts.counts()["rigid_pairs"] > 0  # the two robots meet
+
+
+def test_package_found_by_its_package_xml_in_the_file_ancestors(tmp_path):
+    pkg = tmp_path / "src" / "robot_pkg"  # the folder's name is not the package's
+    (pkg / "urdf").mkdir(parents=True)
+    (pkg / "meshes").mkdir()
+    (pkg / "package.xml").write_text("<package><name>my_robot_description</name></package>")
+    octa = open(os.path.join(DATA, "quadruped", "meshes", "octahedron.stl")).read()
+    (pkg / "meshes" / "tip.stl").write_text(octa)
+    text = ARM_TEXT.replace('<sphere radius="0.02"/>', '<mesh filename="package://my_robot_description/meshes/tip.stl"/>')
+    (pkg / "urdf" / "arm.urdf").write_text(text)
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(str(pkg / "urdf" / "arm.urdf"))
+    assert b.shape_mesh[r.shapes["link2"][-1]][0].shape == (6, 3)
+
+
+def test_malformed_numbers_and_inverted_limits_are_read_as_pybullet_reads_them(tmp_path):
+    text = _robot(LINK.format("a"), LINK.format("b"),
+                  _joint("j", "revolute", "a", "b", '<origin xyz="0.07, 0, -0.69" rpy="0 0 0 0"/>'
+                         '<limit lower="1" upper="-1."/>'))
+    b = inertia.ModelBuilder()
+    with pytest.warns(UserWarning) as caught:
+        r = b.add_urdf(_write(tmp_path, text))
+    messages = " | ".join(str(w.message) for w in caught)
+    assert "malformed number tolerated" in messages and "lower > upper tolerated" in messages
+    model = b.finalize(device=DEVICE)
+    j = r.joints["j"]
+    assert np.allclose(np.array(model.joint_X_p.numpy()[j][:3]), [0.07, 0, -0.69])
+    assert np.isinf(model.joint_limit_lower.numpy()[model.joint_qd_start.numpy()[j]])
+
+
+def test_visuals_are_imported_with_their_colours(tmp_path):
+    text = ARM_TEXT.replace('<link name="link2">', '<link name="link2"><visual><origin xyz="0.2 0 0"/><geometry>'
+                            '<box size="0.4 0.06 0.06"/></geometry><material name="red"><color rgba="1 0 0 1"/>'
+                            '</material></visual>')
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(_write(tmp_path, text))
+    (vis,) = b.body_visual[r.bodies["link2"]]
+    assert vis.kind == "box" and np.allclose(vis.size, (0.2, 0.03, 0.03)) and vis.color == (1.0, 0.0, 0.0, 1.0)
+    assert np.allclose(vis.xform[0], (0.2, 0, 0))
+    b2 = inertia.ModelBuilder()
+    r2 = b2.add_urdf(_write(tmp_path, text), load_visuals=False)
+    assert b2.body_visual[r2.bodies["link2"]] == ()
+
+
+def test_collada_meshes_through_the_optional_extra(tmp_path, monkeypatch):
+    trimesh = pytest.importorskip("trimesh")
+    pytest.importorskip("collada")
+    box = trimesh.creation.box(extents=(0.1, 0.2, 0.3))
+    (tmp_path / "tip.dae").write_bytes(trimesh.exchange.dae.export_collada(box))
+    text = ARM_TEXT.replace('<sphere radius="0.02"/>', '<mesh filename="tip.dae"/>')
+    path = _write(tmp_path, text)
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(path)
+    v, f = b.shape_mesh[r.shapes["link2"][-1]]
+    assert len(f) == 36 and np.allclose(v.max(axis=0) - v.min(axis=0), (0.1, 0.2, 0.3), atol=1e-6)
+    monkeypatch.setitem(__import__("sys").modules, "trimesh", None)  # as if the extra were not installed
+    with pytest.raises(urdf.UrdfError, match=r'pip install "inertia\[collada\]"'):
+        inertia.ModelBuilder().add_urdf(path)

@@ -360,7 +360,11 @@ def _link(r: _Reader, el, name: str, urdf_dir, package_paths, meshes, colors, lo
             link.geoms.append(g)
     if load_visuals:
         for k, v in enumerate(el.findall("visual")):
-            g = _geometry(r, v, f"{where} <visual> {k}", urdf_dir, package_paths, meshes, visual=True)
+            try:
+                g = _geometry(r, v, f"{where} <visual> {k}", urdf_dir, package_paths, meshes, visual=True)
+            except UrdfError as e:  # drawing only: PyBullet skips such visuals too
+                r.warner.add("invalid visual geometry", str(e).split(": ", 1)[1], "skipped", verb="ignored")
+                continue
             if g is None:
                 continue
             g.name, g.collide, g.visual, g.mass_source = v.get("name") or f"{name}_visual_{k}", False, True, False

@@ -160,6 +160,9 @@ MODEL_FIELDS = (
     F("body_label", list, "body", "", "names"),
     F("body_visual", list, "body", "", "visual geometry drawn with the body (a tuple of inertia.builder.shapes."
       "Visual, in the body frame; USD recorder), never simulated"),
+    F("body_mass_donor", i32, "body", "", "the body whose mass this massless link carries a share of (-1: none): "
+      "an intermediate body of a multi-joint MJCF body or a massless URDF link, see inertia.io.robot; a "
+      "reduced-coordinate solver may hand the share back", copy="body_index"),
     F("body_collision_exclude", list, "body", "", "other bodies (indices) this body never collides with, besides "
       "its joint neighbours (add_collision_exclusion)", source="builder_only", copy="body_index_list"),
     F("body_kinematic", bool, "body", "", "moved only by its velocity", source="builder_only"),

@@ -29,7 +29,9 @@ import pytest
 from conftest import DEVICE
 
 import inertia
-from inertia.transforms import compose, quat_mul, quat_to_matrix
+from inertia.transforms import compose, quat_to_matrix
+from robot_reference import (FK_TOL, FREE, SAMPLES, WORST, angle, compare_with_mujoco, mujoco_model, random_quat,
+                             record)
 
 pybullet = pytest.importorskip("pybullet")
 pybullet_data = pytest.importorskip("pybullet_data")
@@ -37,33 +39,14 @@ mujoco = pytest.importorskip("mujoco")
 
 PB_DATA = pybullet_data.getDataPath()
 URDFS = sorted(os.path.relpath(p, PB_DATA) for p in glob.glob(os.path.join(PB_DATA, "**", "*.urdf"), recursive=True))
-SAMPLES = 20  # random joint configurations per robot
-FK_TOL = 1e-5  # [m] and [rad]: float32 poses along chains of a few metres round at ~1e-6
-WORST = {}  # kind -> (error, file): the corpus's worst errors, reported by test_corpus_summary
 RIGID_OBJECTS = []  # builders of the URDFs without a moving joint, simulated together
 # URDFs PyBullet loads that are refused here on purpose, with the reason
 REFUSED = {"random_urdfs/168/168.urdf": "its mesh's vertices are all NaN (PyBullet loads the NaNs)"}
 
 
-def _record(kind: str, err: float, where: str) -> None:
-    if err > WORST.get(kind, (-1.0, ""))[0]:
-        WORST[kind] = (float(err), where)
-
-
 @functools.lru_cache(maxsize=None)
 def _pb_client() -> int:
     return pybullet.connect(pybullet.DIRECT)
-
-
-def _angle(q1, q2) -> float:
-    """Rotation angle [rad] between two (x, y, z, w) quaternions."""
-    d = quat_mul(np.asarray(q1, dtype=np.float64) * [-1, -1, -1, 1], np.asarray(q2, dtype=np.float64))
-    return 2.0 * math.asin(min(1.0, float(np.linalg.norm(d[:3]))))
-
-
-def _random_quat(rng):
-    q = rng.normal(size=4)
-    return q / np.linalg.norm(q)
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,7 +87,7 @@ def pybullet_reference(rel: str):
                     q[name] = float(rng.uniform(lo, hi)) if configs else 0.0
                     pybullet.resetJointState(body, j["index"], q[name], physicsClientId=cid)
                 elif j["type"] == pybullet.JOINT_SPHERICAL:
-                    q[name] = _random_quat(rng) if configs else np.array([0.0, 0.0, 0.0, 1.0])
+                    q[name] = random_quat(rng) if configs else np.array([0.0, 0.0, 0.0, 1.0])
                     pybullet.resetJointStateMultiDof(body, j["index"], list(q[name]), physicsClientId=cid)
             f = {base: ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))}
             for name, j in joints.items():
@@ -181,19 +164,19 @@ def test_urdf_imports_as_pybullet_loads_it(rel):
             assert mass[body] == 0.0 and model.body_inv_mass.numpy()[body] == 0.0, name  # kinematic
             continue
         err = abs(mass[body] - m_ref) / m_ref
-        _record("URDF body mass (relative)", err, f"{rel} {name}")
+        record("URDF body mass (relative)", err, f"{rel} {name}")
         assert err < 1e-6, (name, mass[body], m_ref)
         rot = quat_to_matrix(body_q[body, 3:])
         c_world = rot @ com[body] + body_q[body, :3]
         err = np.abs(c_world - c_ref).max()
-        _record("URDF body centre of mass [m]", err, f"{rel} {name}")
+        record("URDF body centre of mass [m]", err, f"{rel} {name}")
         assert err < 1e-6, (name, c_world, c_ref)
         if any(n in replaced or n in zeroed for n in parts):
             continue
         i_world = rot @ inertia_[body] @ rot.T
         scale = np.abs(i_ref).max()
         err = np.abs(np.linalg.eigvalsh(i_world) - np.linalg.eigvalsh(i_ref)).max() / scale
-        _record("URDF principal inertia (relative to the largest)", err, f"{rel} {name}")
+        record("URDF principal inertia (relative to the largest)", err, f"{rel} {name}")
         assert err < 1e-5, (name, np.linalg.eigvalsh(i_world), np.linalg.eigvalsh(i_ref))
         assert np.abs(i_world - i_ref).max() < 1e-5 * scale, name
 
@@ -245,9 +228,9 @@ def test_urdf_imports_as_pybullet_loads_it(rel):
                 continue
             pose = r.frame_pose(state, link)
             worst_p = max(worst_p, float(np.abs(pose[:3] - p_ref).max()))
-            worst_r = max(worst_r, _angle(pose[3:], q_ref))
-    _record("URDF forward kinematics position [m]", worst_p, rel)
-    _record("URDF forward kinematics rotation [rad]", worst_r, rel)
+            worst_r = max(worst_r, angle(pose[3:], q_ref))
+    record("URDF forward kinematics position [m]", worst_p, rel)
+    record("URDF forward kinematics rotation [rad]", worst_r, rel)
     assert worst_p < FK_TOL and worst_r < FK_TOL, (worst_p, worst_r)
 
     # ---- a short passive simulation stays finite (rigid objects are simulated together, below)
@@ -282,130 +265,6 @@ def _simulate_briefly(model, steps: int = 50, dt: float = 2e-4):
         solver.step(s0, s1, control, None, dt)
         s0, s1 = s1, s0
     assert np.isfinite(s0.body_q.numpy()).all() and np.isfinite(s0.body_qd.numpy()).all()
-
-
-@functools.lru_cache(maxsize=None)
-def mujoco_model(path: str):
-    """``mujoco.MjModel`` of a file, or None when MuJoCo refuses it."""
-    try:
-        return mujoco.MjModel.from_xml_path(path)
-    except ValueError:
-        return None
-
-
-HINGE, SLIDE, BALL, FREE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE),
-                            int(mujoco.mjtJoint.mjJNT_BALL), int(mujoco.mjtJoint.mjJNT_FREE))
-MJ_KIND = {HINGE: 1, SLIDE: 0, BALL: 2, FREE: 4}  # MuJoCo's joint types -> inertia's
-
-
-def _combine(parts):
-    """(mass, com, inertia about it) of (mass, com, inertia) parts in one frame (float64, parallel axis)."""
-    m = sum(p[0] for p in parts)
-    c = sum(p[0] * p[1] for p in parts) / m if m > 0 else np.zeros(3)
-    i = sum(p[2] + p[0] * ((p[1] - c) @ (p[1] - c) * np.eye(3) - np.outer(p[1] - c, p[1] - c)) for p in parts)
-    return m, c, i
-
-
-def _world_mass_properties(model, state, body):
-    """(mass, com, inertia) of one body of ``model`` in world at ``state``."""
-    q = state.body_q.numpy()[body].astype(np.float64)
-    rot = quat_to_matrix(q[3:])
-    com = rot @ model.body_com.numpy()[body].astype(np.float64) + q[:3]
-    return (float(model.body_mass.numpy()[body]), com, rot @ model.body_inertia.numpy()[body].astype(np.float64) @ rot.T)
-
-
-def compare_with_mujoco(mj, model, r, rel, label, joint_ref=None, skip_limits=()):
-    """Bodies MuJoCo keeps (by name): mass, centre of mass and principal inertias; joints: types, axes, limits;
-    forward kinematics of the bodies at random joint configurations. ``joint_ref``: MuJoCo's joint reference
-    positions (qpos0), which are this import's zero; ``skip_limits``: joints whose limits MuJoCo reads
-    differently (by design)."""
-    # MuJoCo's bodies by our names (an unnamed one is "body_<its index>" here as there)
-    names = [mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, b) or f"body_{b}" for b in range(mj.nbody)]
-    data = mujoco.MjData(mj)
-    mujoco.mj_kinematics(mj, data)  # at qpos0, where this import's joint_q is 0
-    state0 = model.state()
-    parts = {}  # our body -> MuJoCo (mass, world com, world inertia) of the bodies folded into it
-    for b, name in enumerate(names):
-        body = r.links.get(name, -1)
-        if b > 0 and body >= 0:
-            rot = data.ximat[b].reshape(3, 3)
-            parts.setdefault(body, []).append((mj.body_mass[b], data.xipos[b].copy(),
-                                               rot @ np.diag(mj.body_inertia[b]) @ rot.T))
-    ours = {}  # ours: a body and the intermediate bodies that borrowed from it
-    for body in parts:
-        ours[body] = [body] + [i for i, donor in r.intermediate_bodies.items() if donor == body]
-    checked = 0
-    for body, ps in parts.items():
-        m_ref, c_ref, i_ref = _combine(ps)
-        m, c, i = _combine([_world_mass_properties(model, state0, k) for k in ours[body]])
-        label_body = model.body_label[body]
-        if m_ref == 0.0:
-            continue
-        err = abs(m - m_ref) / m_ref
-        _record(f"{label} body mass (relative)", err, f"{rel} {label_body}")
-        assert err < 2e-6, (label_body, m, m_ref)
-        assert np.abs(c - c_ref).max() < 2e-6, (label_body, c, c_ref)
-        scale = np.abs(i_ref).max()
-        err = np.abs(np.linalg.eigvalsh(i) - np.linalg.eigvalsh(i_ref)).max() / scale
-        _record(f"{label} principal inertia (relative to the largest)", err, f"{rel} {label_body}")
-        assert err < 2e-5, (label_body, np.linalg.eigvalsh(i), np.linalg.eigvalsh(i_ref))
-        assert np.abs(i - i_ref).max() < 2e-5 * scale, label_body
-        checked += 1
-    # joints
-    types, dof = model.joint_type.numpy(), model.joint_qd_start.numpy()
-    axes = model.joint_axis.numpy()
-    lower, upper = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
-    for j in range(mj.njnt):
-        name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j)
-        k = r.joints[name]
-        assert types[k] == MJ_KIND[int(mj.jnt_type[j])], name
-        if int(mj.jnt_type[j]) in (HINGE, SLIDE):
-            assert np.allclose(axes[k], mj.jnt_axis[j], atol=1e-6), (name, axes[k], mj.jnt_axis[j])
-            ref = 0.0 if joint_ref is None else joint_ref.get(name, 0.0)
-            if name in skip_limits:
-                pass
-            elif mj.jnt_limited[j]:
-                assert (lower[dof[k]], upper[dof[k]]) == pytest.approx(tuple(mj.jnt_range[j] - ref), abs=2e-6), name
-            else:
-                assert np.isinf(lower[dof[k]]) and np.isinf(upper[dof[k]]), name
-    # forward kinematics at random configurations
-    rng = np.random.default_rng(zlib.crc32(rel.encode()) + 1)
-    state = model.state()
-    q0 = state.joint_q.numpy().copy()
-    worst_p = worst_r = 0.0
-    for _ in range(SAMPLES):
-        qpos = mj.qpos0.copy()
-        q = q0.copy()
-        for j in range(mj.njnt):
-            name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j)
-            a, t = mj.jnt_qposadr[j], int(mj.jnt_type[j])
-            if t in (HINGE, SLIDE):
-                lo, hi = mj.jnt_range[j] if mj.jnt_limited[j] else ((-math.pi, math.pi) if t == HINGE else (-0.5, 0.5))
-                qpos[a] = rng.uniform(lo, hi)
-                q[r.joint_q[name]] = qpos[a] - (0.0 if joint_ref is None else joint_ref.get(name, 0.0))
-            elif t == BALL:
-                x = _random_quat(rng)
-                qpos[a:a + 4] = [x[3], x[0], x[1], x[2]]
-                q[r.joint_q[name]] = x
-            else:  # free: position, then (w, x, y, z); here (x, y, z, w)
-                x = _random_quat(rng)
-                p = rng.uniform(-1.0, 1.0, 3)
-                qpos[a:a + 7] = list(p) + [x[3], x[0], x[1], x[2]]
-                q[r.joint_q[name]] = list(p) + list(x)
-        data.qpos[:] = qpos
-        mujoco.mj_kinematics(mj, data)
-        inertia.eval_fk(model, q, np.zeros(model.joint_dof_count), state)
-        for b, name in enumerate(names):
-            if b == 0 or name not in r.frames or r.frames[name][0] < 0:
-                continue
-            pose = r.frame_pose(state, name)
-            x = data.xquat[b]
-            worst_p = max(worst_p, float(np.abs(pose[:3] - data.xpos[b]).max()))
-            worst_r = max(worst_r, _angle(pose[3:], (x[1], x[2], x[3], x[0])))
-    _record(f"{label} forward kinematics position [m]", worst_p, rel)
-    _record(f"{label} forward kinematics rotation [rad]", worst_r, rel)
-    assert worst_p < FK_TOL and worst_r < FK_TOL, (worst_p, worst_r)
-    return checked
 
 
 @pytest.mark.parametrize("rel", [u for u in URDFS if "random_urdfs" not in u])
@@ -452,7 +311,7 @@ def test_mjcf_imports_as_mujoco_loads_it(rel):
     # MuJoCo's total counts bodies welded to the world too; here they are static shapes: compare the others
     moving = sum(mj.body_mass[k] for k in range(1, mj.nbody)
                  if r.links.get(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, k) or f"body_{k}", -1) >= 0)
-    _record("MJCF total mass (relative)", abs(total - moving) / moving, rel)
+    record("MJCF total mass (relative)", abs(total - moving) / moving, rel)
     assert total == pytest.approx(moving, rel=2e-6)
     assert compare_with_mujoco(mj, model, r, rel, "MJCF", joint_ref=r.extra["joint_ref"]) > 0
     dof, armature = model.joint_qd_start.numpy(), model.joint_armature.numpy()

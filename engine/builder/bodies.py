@@ -119,6 +119,7 @@ class BodyBuilderMixin:
         self.body_label.append(label or f"body_{len(self.body_q) - 1}")
         self.body_visual.append(())
         self.body_collision_exclude.append(())
+        self.body_mass_donor.append(-1)
         return len(self.body_q) - 1
 
     def add_collision_exclusion(self, body_a, body_b) -> None:

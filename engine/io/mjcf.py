@@ -78,7 +78,7 @@ _SOLVER = {"solref", "solimp", "margin", "gap", "condim", "priority", "solmix", 
 
 def add_mjcf(builder, path, xform=None, enable_self_collisions: bool | None = None, load_visuals: bool = True,
              joint_target_ke=None, joint_target_kd=None, limit_ke=None, limit_kd=None,
-             intermediate_mass_fraction: float = 0.01, **shape_props) -> RobotImport:
+             intermediate_mass_fraction: float = 0.1, **shape_props) -> RobotImport:
     """Add the MJCF model ``path`` to ``builder``; see the module docstring.
 
     Args:

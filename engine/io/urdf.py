@@ -210,7 +210,7 @@ _IGNORED = {"transmission": "actuator transmissions are not modelled", "gazebo":
 def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=(), density: float = 1000.0,
              joint_target_ke=0.0, joint_target_kd=0.0, limit_ke=None, limit_kd=None, merge_fixed: bool = True,
              enable_self_collisions: bool = False, load_visuals: bool = True,
-             intermediate_mass_fraction: float = 0.01, **shape_props) -> RobotImport:
+             intermediate_mass_fraction: float = 0.1, **shape_props) -> RobotImport:
     """Add the robot described by the URDF file ``path`` to ``builder``; see the module docstring.
 
     Args:

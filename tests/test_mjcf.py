@@ -286,3 +286,20 @@ def test_bad_mjcf_names_file_and_element(tmp_path, case):
     with pytest.raises(MjcfError) as e:
         inertia.ModelBuilder().add_mjcf(str(p))
     assert str(p) in str(e.value) and expected in str(e.value), str(e.value)
+
+
+def test_recording_draws_geoms_with_their_colours(features, tmp_path):
+    from pxr import Usd, UsdGeom
+
+    _, b, r, _ = features
+    model = b.finalize(device=DEVICE)
+    out = str(tmp_path / "features.usda")
+    with inertia.UsdRecorder(out, model) as rec:
+        rec.record(model.state())
+    stage = Usd.Stage.Open(out)
+    shell = UsdGeom.Cube(stage.GetPrimAtPath("/world/bodies/base/visuals/shell/geom"))
+    assert shell and tuple(shell.GetDisplayColorAttr().Get()[0]) == pytest.approx((0.5, 0.5, 0.5))
+    assert UsdGeom.Imageable(stage.GetPrimAtPath("/world/bodies/base/torso/geom")).ComputePurpose() == "guide"
+    hand = stage.GetPrimAtPath("/world/bodies/forearm/visuals/hand/geom")
+    assert UsdGeom.Sphere(hand) and np.allclose(UsdGeom.Xformable(hand).GetOrderedXformOps()[0].Get(), (0.03, 0.02, 0.01))
+    assert stage.GetPrimAtPath("/world/shapes/floor/geom").IsValid()  # static geometry as before

@@ -632,3 +632,32 @@ def test_collada_meshes_through_the_optional_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "trimesh", None)  # as if the extra were not installed
     with pytest.raises(urdf.UrdfError, match=r'pip install "inertia\[collada\]"'):
         inertia.ModelBuilder().add_urdf(path)
+
+
+def test_recording_draws_the_robot_by_its_visuals_and_keeps_collision_as_a_guide(tmp_path):
+    """franka_panda in USD: each link's visual OBJ (its own vertices, not the collision hull) under the body, the
+    collision shapes tagged purpose="guide"; the body poses are time-sampled as before."""
+    from pxr import Usd, UsdGeom
+
+    path = os.path.join(PB, "franka_panda", "panda.urdf")
+    b, r, _ = _import(path)
+    model = b.finalize(device=DEVICE)
+    out = str(tmp_path / "panda.usda")
+    s0 = model.state()
+    with inertia.UsdRecorder(out, model, fps=30) as rec:
+        rec.record(s0)
+    stage = Usd.Stage.Open(out)
+    link1 = "/world/bodies/panda_link1"
+    visual = UsdGeom.Mesh(stage.GetPrimAtPath(f"{link1}/visuals/panda_link1_visual_0/geom"))
+    v_file, _ = urdf.read_obj(os.path.join(PB, "franka_panda", "meshes", "visual", "link1.obj"))
+    points = np.array(visual.GetPointsAttr().Get())
+    assert len(points) == len(v_file) and np.allclose(points, v_file, atol=1e-6)
+    assert UsdGeom.Imageable(visual.GetPrim()).ComputePurpose() == UsdGeom.Tokens.default_
+    collision = stage.GetPrimAtPath(f"{link1}/panda_link1_collision_0/geom")
+    assert UsdGeom.Imageable(collision).ComputePurpose() == UsdGeom.Tokens.guide
+    # the merged hand's visual sits under panda_link7, where the hand is (rotated -45 deg about z at link8)
+    hand = [p for p in stage.GetPrimAtPath("/world/bodies/panda_link7/visuals").GetChildren()
+            if p.GetName().startswith("panda_hand")]
+    assert len(hand) == 1
+    x = UsdGeom.Xformable(hand[0]).GetOrderedXformOps()
+    assert np.allclose(np.array(x[0].Get()), [0, 0, 0.107], atol=1e-6)

@@ -661,3 +661,21 @@ def test_recording_draws_the_robot_by_its_visuals_and_keeps_collision_as_a_guide
     assert len(hand) == 1
     x = UsdGeom.Xformable(hand[0]).GetOrderedXformOps()
     assert np.allclose(np.array(x[0].Get()), [0, 0, 0.107], atol=1e-6)
+
+
+def test_self_collision_filter_and_mimic_round_trip_through_usd(tmp_path):
+    """save_usd / add_usd keep an imported robot's excluded body pairs (FilteredPairsAPI) and its mimic coupling."""
+    text = ARM_TEXT.replace('<axis xyz="0 0 1"/>\n    <limit lower="-2.0"',
+                            '<axis xyz="0 0 1"/><mimic joint="shoulder" multiplier="2" offset="-0.3"/>\n'
+                            '    <limit lower="-2.0"')
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(_write(tmp_path, text))
+    assert b.body_collision_exclude[r.bodies["base"]] == (r.bodies["link1"], r.bodies["link2"])
+    for source in (b, b.finalize(device=DEVICE)):
+        path = inertia.save_usd(source, str(tmp_path / "arm.usda"))
+        b2 = inertia.ModelBuilder()
+        b2.add_usd(path)
+        m1, m2 = b.finalize(device=DEVICE), b2.finalize(device=DEVICE)
+        for name in ("body_exclusion_offsets", "body_exclusions", "joint_mimic_joint", "joint_mimic_multiplier",
+                     "joint_mimic_offset"):
+            assert np.allclose(getattr(m1, name).numpy(), getattr(m2, name).numpy()), name

@@ -20,6 +20,8 @@ dynamics, drive gains, mimic couplings). :func:`add_robot` then adds it to a :cl
   back. The share is a compromise: the SemiImplicitSolver's joint springs are scaled by the lighter body
   (Gymnasium's humanoid diverges at 1 % even at dt = 0.1 ms, holds at 10 %), while the share rides only
   the joints above the intermediate body (a dynamics error of that order in the maximal-coordinate solvers).
+- **A root welded to the world** (a URDF's fixed base) is a kinematic body: nothing moves it, as in PyBullet
+  and MuJoCo; it keeps its mass properties for the record.
 - **Self-collision**: with ``self_collisions=False`` no two bodies of the robot collide; adjacent bodies
   (joined by a joint) never do.
 
@@ -322,9 +324,15 @@ def add_robot(builder, robot: RobotDescription, *, xform=None, merge_fixed: bool
     result.inertia_replaced = sorted(replaced)
     for rep in (n for n in robot.links if owner[n] == n):
         m, c, i = props[rep]
-        kinematic = m <= 0.0  # only a massless root welded to the world gets here without mass
-        body = builder.add_body(xform=pose[rep], mass=0.0 if kinematic else m, inertia=None if kinematic else i,
-                                com=tuple(c), kinematic=kinematic, label=rep)
+        j = parent_joint[rep]
+        # a root welded to the world never moves (PyBullet's fixed base, MuJoCo's world body): kinematic, with
+        # its mass kept for the record; only such a root gets here without mass
+        kinematic = j.parent is None and j.kind == "fixed"
+        if not kinematic and m <= 0.0:
+            raise ValueError(f"{robot.path}: link '{rep}' has no mass and no link below it has any: give it an "
+                             "<inertial> with mass > 0 or collision geometry")
+        body = builder.add_body(xform=pose[rep], mass=max(m, 0.0), inertia=i if m > 0.0 else None, com=tuple(c),
+                                kinematic=kinematic, label=rep)
         result.bodies[rep] = body
         result.shapes[rep] = []
     for rep, donor in borrowed.items():

@@ -16,8 +16,8 @@ in ``inertia.io.robot``):
   origin's xyz. Without ``<inertial>`` a link takes its mass from its collision geometry at ``density``
   (0 without geometry; MuJoCo's rule; PyBullet gives such links 1 kg). A tensor that is not positive
   definite (laikago's zeros) is estimated from the collision geometry, scaled to the link's mass (one
-  warning). The root of a fixed base (``floating=False``) without mass becomes kinematic and needs no
-  mass properties from its meshes. ``<contact>``: ``lateral_friction`` -> the shapes' ``mu``,
+  warning). The root of a fixed base (``floating=False``) is kinematic (nothing moves it, as in PyBullet
+  and MuJoCo); without mass it needs no mass properties from its meshes. ``<contact>``: ``lateral_friction`` -> the shapes' ``mu``,
   ``restitution`` -> ``restitution``.
 - **Geometry**: ``<collision>`` and ``<visual>``: ``box`` (full ``size``), ``sphere``, ``cylinder``
   (local Z, ``length`` end to end), ``capsule`` (``length`` of the cylindrical part), ``plane`` (static

@@ -1,8 +1,8 @@
 """URDF import: a robot description into a :class:`ModelBuilder`, loading what PyBullet and MuJoCo load.
 
     r = builder.add_urdf("panda.urdf", floating=False, joint_target_ke={"panda_joint1": 100.0})
-    r.bodies["panda_link1"], r.joints["panda_joint4"], r.joint_q["panda_joint4"]   # indices, coordinate slice
-    r.frame_pose(state, "panda_grasptarget")                                        # a merged link's pose
+    r.bodies["panda_link1"], r.joints["panda_joint4"], r.joint_q["panda_joint4"]  # indices, a slice
+    r.frame_pose(state, "panda_grasptarget")                                       # a merged link's pose
 
 What is read, and how it maps onto the builder (conventions in ``inertia.builder.bodies``, shared steps
 in ``inertia.io.robot``):
@@ -17,8 +17,9 @@ in ``inertia.io.robot``):
   (0 without geometry; MuJoCo's rule; PyBullet gives such links 1 kg). A tensor that is not positive
   definite (laikago's zeros) is estimated from the collision geometry, scaled to the link's mass (one
   warning). The root of a fixed base (``floating=False``) is kinematic (nothing moves it, as in PyBullet
-  and MuJoCo); without mass it needs no mass properties from its meshes. ``<contact>``: ``lateral_friction`` -> the shapes' ``mu``,
-  ``restitution`` -> ``restitution``.
+  and MuJoCo); without mass it needs no mass properties from its meshes. ``<contact>``:
+  ``lateral_friction`` -> the shapes' ``mu``, ``restitution`` -> ``restitution``, ``inertia_scaling``
+  scales the tensor (PyBullet's extensions).
 - **Geometry**: ``<collision>`` and ``<visual>``: ``box`` (full ``size``), ``sphere``, ``cylinder``
   (local Z, ``length`` end to end), ``capsule`` (``length`` of the cylindrical part), ``plane`` (static
   only: a fixed base) and ``mesh`` (OBJ, STL; Collada .dae with the ``collada`` extra; ``scale``).

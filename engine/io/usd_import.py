@@ -31,10 +31,10 @@ Import (``builder.add_usd(path_or_stage)`` or ``add_usd(builder, ...)``):
   ``target_kd`` (USD's angular gains are per degree); ``collisionEnabled`` -> ``collide_parent``.
 - ``FilteredPairsAPI`` between rigid bodies -> bodies that never collide (``add_collision_exclusion``).
 - Engine-specific values (contact ``ke``/``kd``, collision filters, limit stiffness, mimic couplings:
-  ``inertia:mimic_joint`` / ``mimic_multiplier`` / ``mimic_offset``) round-trip as custom ``inertia:*`` data. Everything else that is authored but not simulated (D6 and
-  distance joints, drive targets and force limits, break forces, cone limits, static friction that
-  differs from dynamic, articulation roots, filtered pairs of shapes, collision groups, other geometry) is
-  reported by one :class:`UsdImportWarning` per prim and feature, also listed in ``result.warnings``.
+  ``inertia:mimic_joint`` / ``mimic_multiplier`` / ``mimic_offset``) round-trip as custom ``inertia:*``
+  data. Everything else that is authored but not simulated (D6 and distance joints, drive targets and force limits, break forces, cone limits, static friction that
+  differs from dynamic, articulation roots, filtered pairs of shapes, collision groups, other geometry)
+  is reported by one :class:`UsdImportWarning` per prim and feature, also listed in ``result.warnings``.
 
 Export (:func:`save_usd` / :func:`stage_from`, in :mod:`inertia.io.usd_export`): a ModelBuilder
 or a Model as a UsdPhysics stage that this import reads back as the same scene.

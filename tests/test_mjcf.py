@@ -51,6 +51,7 @@ FEATURES = """
       <geom name="head" type="sphere" size="0.05" pos="0.25 0 0" class="lighter"/>
       <geom name="shell" class="visual" type="box" size="0.21 0.11 0.06"/>
       <site name="imu" pos="0.1 0 0.05" axisangle="0 0 1 30"/>
+      <frame pos="0 0.1 0" euler="20 0 10"><site name="framed" pos="0.05 0 0" euler="0 30 0"/></frame>
       <body name="arm" pos="0.2 0.1 0" xyaxes="0 1 0 -1 0 0">
         <joint name="shoulder_z" type="hinge" axis="0 0 1" range="-45 45" ref="10"/>
         <joint name="shoulder_y" type="hinge" axis="0 1 0" pos="0.01 0 0" range="-30 60" class="lighter"/>
@@ -159,7 +160,7 @@ def test_sites_are_named_frames_where_mujoco_puts_them(features):
         data.qpos[:] = qpos
         mujoco.mj_kinematics(mj, data)
         inertia.eval_fk(model, q, np.zeros(model.joint_dof_count), state)
-        for site in ("imu", "tool"):
+        for site in ("imu", "tool", "framed"):
             s = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, site)
             pose = r.frame_pose(state, site)
             m = data.site_xmat[s].reshape(3, 3)

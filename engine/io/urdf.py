@@ -270,6 +270,13 @@ def parse_urdf(path: str, floating: bool = False, package_paths=(), load_visuals
     for tag, why in _IGNORED.items():
         for el in robot.iter(tag):
             warner.add(f"<{tag}>", el.get("name") or el.get("reference") or tag, why)
+    known = {"robot": {"link", "joint", "material", *_IGNORED},
+             "link": {"inertial", "visual", "collision", "contact"},
+             "joint": {"parent", "child", "origin", "axis", "limit", "dynamics", "mimic", *_IGNORED}}
+    for parent in (robot, *robot.findall("link"), *robot.findall("joint")):
+        for el in parent:
+            if isinstance(el.tag, str) and el.tag not in known[parent.tag]:
+                warner.add(f"<{parent.tag}><{el.tag}>", parent.get("name") or parent.tag)
     colors = {m.get("name"): _color(r, m, "robot <material>") for m in robot.findall("material")}
 
     links = {}

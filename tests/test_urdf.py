@@ -518,3 +518,16 @@ def test_self_collision_filter_and_mimic_round_trip_through_usd(tmp_path):
         for name in ("body_exclusion_offsets", "body_exclusions", "joint_mimic_joint", "joint_mimic_multiplier",
                      "joint_mimic_offset"):
             assert np.allclose(getattr(m1, name).numpy(), getattr(m2, name).numpy()), name
+
+
+def test_links_without_inertial_weigh_their_geometry_as_mujoco_does():
+    """arm2's link2 and welded tip have no <inertial>: their collision box and sphere at 1000 kg/m^3, folded
+    together, equal MuJoCo's URDF parse (inertiafromgeom="auto", fusestatic) in mass, centre of mass, principal
+    inertias and forward kinematics."""
+    mujoco = pytest.importorskip("mujoco")
+    from robot_reference import compare_with_mujoco
+
+    b = inertia.ModelBuilder()
+    r = b.add_urdf(ARM)
+    assert compare_with_mujoco(mujoco.MjModel.from_xml_path(ARM), b.finalize(device=DEVICE), r, "arm2.urdf",
+                               "URDF vs MuJoCo") == 2

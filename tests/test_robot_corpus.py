@@ -10,8 +10,12 @@ getJointInfo's; the pose of every link frame (merged ones through ``RobotImport.
 PyBullet's forward kinematics at 20 random joint configurations within 1e-5 m and 1e-5 rad; and a short
 passive simulation in the SemiImplicitSolver stays finite. Documented differences are skipped by rule:
 links without ``<inertial>`` (PyBullet gives them 1 kg; here their collision geometry's mass at 1000
-kg/m^3, checked against MuJoCo, which has the same rule) and tensors that are not positive definite
-(replaced here by an estimate from the collision geometry, checked in ``test_urdf.py``).
+kg/m^3, MuJoCo's rule: checked against MuJoCo in ``test_urdf.py``), tensors that are not positive definite
+(replaced here by an estimate from the collision geometry, checked in ``test_urdf_stock.py``), tensors that
+break the triangle inequality (PyBullet zeroes them; kept here as written), and a joint origin left as an
+unexpanded xacro ``$(optenv NAME default)`` (PyBullet reads zeros, the import the default). MJCF (reference:
+``mujoco.MjModel``, ``mj_kinematics``): every Gymnasium model imports; bodies (welded ones merged as here),
+joints with armature, damping and friction loss, and forward kinematics agree.
 """
 
 from __future__ import annotations

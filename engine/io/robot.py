@@ -148,7 +148,8 @@ class RobotImport:
     extra: dict = field(default_factory=dict)  # importer specific (MJCF actuators, joint references)
 
     def frame_pose(self, state, name: str) -> np.ndarray:
-        """World pose (7,) (position [m], quaternion (x, y, z, w)) of the frame or link ``name`` in ``state``."""
+        """World pose (7,) (position [m], quaternion (x, y, z, w)) of the frame or link ``name`` in ``state``
+        (reads ``state.body_q`` back to the host: for set-up and analysis, not inside a captured step)."""
         if name not in self.frames:
             raise KeyError(f"{self.path}: no frame {name!r}; known: {sorted(self.frames)}")
         body, xf = self.frames[name]

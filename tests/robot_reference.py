@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import tempfile
 import zlib
 
 import numpy as np
@@ -38,11 +40,16 @@ def random_quat(rng):
 
 @functools.lru_cache(maxsize=None)
 def mujoco_model(path: str):
-    """``mujoco.MjModel`` of a file, or None when MuJoCo refuses it."""
+    """``mujoco.MjModel`` of a file, or None when MuJoCo refuses it (loaded from a temporary folder: MuJoCo
+    writes MUJOCO_LOG.TXT into the working directory when a file fails)."""
+    cwd = os.getcwd()
+    os.chdir(tempfile.gettempdir())
     try:
-        return mujoco.MjModel.from_xml_path(path)
+        return mujoco.MjModel.from_xml_path(os.path.abspath(os.path.join(cwd, path)))
     except ValueError:
         return None
+    finally:
+        os.chdir(cwd)
 
 
 HINGE, SLIDE, BALL, FREE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE),

@@ -23,7 +23,7 @@ import inertia
 from inertia.io.mjcf import MjcfError
 
 mujoco = pytest.importorskip("mujoco")
-from robot_reference import angle, compare_with_mujoco, random_quat  # noqa: E402
+from robot_reference import angle, compare_with_mujoco, mujoco_model, random_quat  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -117,7 +117,7 @@ def features(tmp_path_factory):
 
 def test_bodies_joints_and_kinematics_equal_mujocos(features):
     path, b, r, _ = features
-    mj = mujoco.MjModel.from_xml_path(path)
+    mj = mujoco_model(path)
     model = b.finalize(device=DEVICE)
     # arm has two joints: an intermediate body "arm:shoulder_z" between base and arm; wrist folds into forearm
     assert "arm:shoulder_z" in r.bodies and r.links["wrist"] == r.bodies["forearm"] and "post" not in r.bodies
@@ -136,7 +136,7 @@ def test_bodies_joints_and_kinematics_equal_mujocos(features):
 
 def test_sites_are_named_frames_where_mujoco_puts_them(features):
     path, b, r, _ = features
-    mj = mujoco.MjModel.from_xml_path(path)
+    mj = mujoco_model(path)
     data = mujoco.MjData(mj)
     model = b.finalize(device=DEVICE)
     state = model.state()
@@ -172,7 +172,7 @@ def test_sites_are_named_frames_where_mujoco_puts_them(features):
 
 def test_actuators_become_effort_limits_and_drive_gains_as_mujoco_defines_them(features):
     path, b, r, _ = features
-    mj = mujoco.MjModel.from_xml_path(path)
+    mj = mujoco_model(path)
     model = b.finalize(device=DEVICE)
     dof = model.joint_qd_start.numpy()
     ke, kd, effort = model.joint_target_ke.numpy(), model.joint_target_kd.numpy(), model.joint_effort_limit.numpy()
@@ -223,7 +223,7 @@ def test_contact_filter_equals_mujocos_for_every_geom_pair(features):
     """contype / conaffinity (MuJoCo's either-way rule) as collision groups and masks, the parent filter through
     the intermediate body, <exclude>, and a ground plane added later (a contype = conaffinity = 1 geom)."""
     path, b, r, _ = features
-    mj = mujoco.MjModel.from_xml_path(path)
+    mj = mujoco_model(path)
     ground = b.add_ground_plane(height=-1.0)
     model = b.finalize(device=DEVICE)
     labels = list(model.shape_label)
@@ -250,14 +250,14 @@ def test_visuals_and_warnings(features):
 
 
 def test_settotalmass_and_inertiafromgeom_false(tmp_path):
-    for compiler in ('<compiler settotalmass="7" angle="radian"/>', '<compiler inertiafromgeom="false"/>'):
+    for k, compiler in enumerate(('<compiler settotalmass="7" angle="radian"/>', '<compiler inertiafromgeom="false"/>')):
         text = f"""<mujoco>{compiler}<worldbody><body name="a"><freejoint name="free"/><geom type="box" size="0.1 0.2 0.3"/>
           <inertial pos="0.05 0 0" mass="2" diaginertia="0.1 0.2 0.3"/>
           <body name="b" pos="0.3 0 0"><joint name="hinge" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.05"/>
           <inertial pos="0.2 0 0" mass="1" diaginertia="0.01 0.02 0.02"/></body></body></worldbody></mujoco>"""
-        p = tmp_path / "m.xml"
+        p = tmp_path / f"m{k}.xml"  # a file per model: mujoco_model caches by path
         p.write_text(text)
-        mj = mujoco.MjModel.from_xml_path(str(p))
+        mj = mujoco_model(str(p))
         b = inertia.ModelBuilder()
         r = b.add_mjcf(str(p))
         model = b.finalize(device=DEVICE)

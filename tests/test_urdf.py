@@ -525,9 +525,9 @@ def test_links_without_inertial_weigh_their_geometry_as_mujoco_does():
     together, equal MuJoCo's URDF parse (inertiafromgeom="auto", fusestatic) in mass, centre of mass, principal
     inertias and forward kinematics."""
     mujoco = pytest.importorskip("mujoco")
-    from robot_reference import compare_with_mujoco
+    from robot_reference import compare_with_mujoco, mujoco_model
 
     b = inertia.ModelBuilder()
     r = b.add_urdf(ARM)
-    assert compare_with_mujoco(mujoco.MjModel.from_xml_path(ARM), b.finalize(device=DEVICE), r, "arm2.urdf",
+    assert compare_with_mujoco(mujoco_model(ARM), b.finalize(device=DEVICE), r, "arm2.urdf",
                                "URDF vs MuJoCo") == 2

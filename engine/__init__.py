@@ -15,6 +15,7 @@ from .builder import ModelBuilder
 from .builder.materials import lame_from_young
 from .contacts import ContactOverflowError, Contacts
 from .diagnostics import NonFiniteError, NonFiniteWarning
+from .io.mjcf_spec import MjcfError
 from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
 from .model import Model
@@ -63,5 +64,6 @@ __all__ = [
     "eval_ik",
     "UsdRecorder",
     "UrdfError",
+    "MjcfError",
     "save_usd",
 ]

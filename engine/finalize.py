@@ -93,7 +93,13 @@ class Derived:
         child = np.asarray(b.joint_child, dtype=np.int64)
         keep = (parent >= 0) & ~np.asarray(b.joint_collide_parent, dtype=bool).reshape(-1)
         n = max(b.body_count, 1)
-        pairs = np.unique(np.concatenate([parent[keep] * n + child[keep], child[keep] * n + parent[keep]]))
+        # pairs excluded explicitly (add_collision_exclusion: imported robots' self-collision filters)
+        lens = np.fromiter(map(len, b.body_collision_exclude), dtype=np.int64, count=b.body_count)
+        first = np.repeat(np.arange(b.body_count, dtype=np.int64), lens)
+        other = np.fromiter((o for entry in b.body_collision_exclude for o in entry), dtype=np.int64,
+                            count=int(lens.sum()))
+        pairs = np.unique(np.concatenate([parent[keep] * n + child[keep], child[keep] * n + parent[keep],
+                                          first * n + other, other * n + first]))
         offsets = np.zeros(b.body_count + 1, dtype=np.int32)
         offsets[1:] = np.cumsum(np.bincount(pairs // n, minlength=b.body_count))
         flat = (pairs % n).astype(np.int32)

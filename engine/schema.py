@@ -48,7 +48,8 @@ class Field:
     ``"derived"`` (computed by ``finalize()`` from other builder data), ``"builder_only"`` (held by the
     builder, used by ``finalize()``, not a model attribute). ``copy``: how ``add_builder`` copies a
     builder list into another builder (see :mod:`inertia.builder.worlds`): ``plain``, ``world`` (the
-    copy's world), ``particle_index`` / ``body_index`` (shifted; -1 stays), ``point`` / ``vector`` /
+    copy's world), ``particle_index`` / ``body_index`` / ``joint_index`` (shifted; -1 stays),
+    ``body_index_list`` (a tuple of body indices per entry, each shifted), ``point`` / ``vector`` /
     ``pose`` / ``spatial`` (moved with the copy), ``world_pose`` (moved where the parent is the world:
     joint parent frames, static shape poses), ``tet_pose``, ``shape_world``. ``length``: entries per
     array: ``count`` (one per entity; ``inner`` times that when ``flat``), ``offsets`` (count + 1),
@@ -160,6 +161,13 @@ MODEL_FIELDS = (
       "with (a joint's parent and child)", source="derived", length="offsets"),
     F("body_exclusions", i32, "body", "", "CSR entries of those lists", source="derived", length="csr"),
     F("body_label", list, "body", "", "names"),
+    F("body_visual", list, "body", "", "visual geometry drawn with the body (a tuple of inertia.builder.shapes."
+      "Visual, in the body frame; USD recorder), never simulated"),
+    F("body_mass_donor", i32, "body", "", "the body whose mass this massless link carries a share of (-1: none): "
+      "an intermediate body of a multi-joint MJCF body or a massless URDF link, see inertia.io.robot; a "
+      "reduced-coordinate solver may hand the share back", copy="body_index"),
+    F("body_collision_exclude", list, "body", "", "other bodies (indices) this body never collides with, besides "
+      "its joint neighbours (add_collision_exclusion)", source="builder_only", copy="body_index_list"),
     F("body_kinematic", bool, "body", "", "moved only by its velocity", source="builder_only"),
     # joints
     F("joint_type", i32, "joint", "", "JOINT_* of inertia.types"),
@@ -177,6 +185,10 @@ MODEL_FIELDS = (
     F("joint_fk_order", i32, "joint", "", "joints parent before child, per tree", source="derived"),
     F("joint_label", list, "joint", "", "names"),
     F("joint_collide_parent", bool, "joint", "", "parent and child may collide", source="builder_only"),
+    F("joint_mimic_joint", i32, "joint", "", "joint whose coordinate this 1-dof joint follows, q = multiplier "
+      "q_source + offset (-1: none; URDF <mimic>, applied by the FeatherstoneSolver)", copy="joint_index"),
+    F("joint_mimic_multiplier", f32, "joint", "", "mimic gain (m/rad or rad/m across joint kinds)"),
+    F("joint_mimic_offset", f32, "joint", "m or rad", "mimic offset"),
     F("articulation_start", i32, "articulation", "", "each tree's first entry in joint_fk_order (n + 1)",
       source="derived", length="offsets"),
     F("joint_coord_world", i32, "joint_coord", "", "world of each entry of State.joint_q", source="derived"),

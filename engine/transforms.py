@@ -83,6 +83,14 @@ def compose(a, b) -> tuple:
     return tuple(p), tuple(float(v) for v in quat_mul(qa, qb))
 
 
+def invert(a) -> tuple:
+    """The inverse pose of a (position, quaternion) pair: ``compose(invert(a), a)`` is the identity."""
+    p, q = a
+    q = tuple(float(v) for v in q)
+    p = -(quat_to_matrix(q).T @ np.asarray(p, dtype=np.float64))
+    return tuple(p), (-q[0], -q[1], -q[2], q[3])
+
+
 def homogeneous(p, r) -> np.ndarray:
     """4x4 matrix of a translation ``p`` and a rotation matrix ``r``."""
     m = np.eye(4)

@@ -42,6 +42,11 @@ def every_kind_of_entity(b=None) -> inertia.ModelBuilder:
     b.add_shape_sphere(ball, radius=0.05)
     b.add_joint_ball(arm, ball, parent_xform=((0.2, 0.0, 0.0), I), child_xform=((-0.1, 0.0, 0.0), I))
     b.add_shape_sphere(xform=((2.0, 2.0, 0.2), I), radius=0.2)  # static, in this world
+    slider = b.add_body(xform=((0.5, 2.0, 1.0), I), mass=1.0, inertia=(0.1, 0.1, 0.1))
+    b.add_joint_prismatic(arm, slider, parent_xform=((0.0, 1.0, 0.0), I))
+    b.set_joint_mimic(b.joint_count - 1, b.joint_count - 3, multiplier=0.5, offset=0.1)  # follows the hinge
+    b.add_collision_exclusion(body, ball)
+    b.add_visual(arm, "capsule", size=(0.05, 0.2, 0.0), color=(1.0, 0.0, 0.0))
     return b
 
 
@@ -124,10 +129,13 @@ def test_add_builder_carries_every_declared_field_by_its_copy_rule():
             assert set(w0) <= {0} and set(w1) <= {1}, f.name
         elif f.copy == "shape_world":
             assert set(w0) <= {0} and set(w1) <= {1} and values[0] == -1, f.name
-        elif f.copy in ("particle_index", "body_index"):
-            shift = scene.particle_count if f.copy == "particle_index" else scene.body_count
+        elif f.copy in ("particle_index", "body_index", "joint_index"):
+            shift = {"particle_index": scene.particle_count, "body_index": scene.body_count,
+                     "joint_index": scene.joint_count}[f.copy]
             a0, a1 = np.asarray(w0, dtype=np.int64), np.asarray(w1, dtype=np.int64)
             assert np.array_equal(np.where(a0 >= 0, a0 + shift, -1), a1), f.name
+        elif f.copy == "body_index_list":
+            assert [tuple(i + scene.body_count for i in e) for e in w0] == list(w1), f.name
         elif f.copy in ("pose", "world_pose"):
             x0 = np.array([tuple(x) for x in w0], dtype=np.float64).reshape(-1, 7)
             x1 = np.array([tuple(x) for x in w1], dtype=np.float64).reshape(-1, 7)

@@ -127,7 +127,40 @@ class BodyBuilderMixin:
         self.body_world.append(self._current_world)
         self._use_world(self._current_world)
         self.body_label.append(label or f"body_{len(self.body_q) - 1}")
+        self.body_visual.append(())
+        self.body_collision_exclude.append(())
+        self.body_mass_donor.append(-1)
         return len(self.body_q) - 1
+
+    def add_collision_exclusion(self, body_a, body_b) -> None:
+        """Never let the shapes of bodies ``body_a`` and ``body_b`` collide (a joint's parent and child never do
+        unless ``collide_parent=True``; imported robots use this for their self-collision filters)."""
+        a = index(body_a, self.body_count, "add_collision_exclusion: body_a")
+        b = index(body_b, self.body_count, "add_collision_exclusion: body_b")
+        if a == b:
+            raise ValueError(f"add_collision_exclusion: a body never collides with itself (got {a} twice)")
+        if self.body_world[a] != self.body_world[b]:
+            return  # bodies of different worlds never meet anyway
+        lo, hi = min(a, b), max(a, b)
+        if hi not in self.body_collision_exclude[lo]:
+            self.body_collision_exclude[lo] = self.body_collision_exclude[lo] + (hi,)
+
+    def set_joint_mimic(self, joint, source, multiplier: float = 1.0, offset: float = 0.0) -> None:
+        """Declare that 1-dof ``joint`` follows 1-dof joint ``source``: ``q = multiplier * q_source + offset``
+        ([m] or [rad] as the joints are). Data for reduced-coordinate solvers (the FeatherstoneSolver); the
+        maximal-coordinate solvers ignore it (the joint then moves on its own)."""
+        j = index(joint, self.joint_count, "set_joint_mimic: joint")
+        s = index(source, self.joint_count, "set_joint_mimic: source")
+        for k, what in ((j, "joint"), (s, "source")):
+            if self.joint_type[k] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+                raise ValueError(f"set_joint_mimic: {what} {k} ('{self.joint_label[k]}') is a "
+                                 f"{JOINT_NAMES[self.joint_type[k]]} joint; mimic couples revolute and "
+                                 "prismatic joints")
+        if j == s:
+            raise ValueError(f"set_joint_mimic: joint {j} cannot follow itself")
+        self.joint_mimic_joint[j] = s
+        self.joint_mimic_multiplier[j] = finite(multiplier, "set_joint_mimic: multiplier")
+        self.joint_mimic_offset[j] = finite(offset, "set_joint_mimic: offset")
 
     # ------------------------------------------------------------------ joints
     def _add_joint(self, jtype, parent, child, parent_xform, child_xform, axis=None, limit=None, drive=None,
@@ -201,6 +234,9 @@ class BodyBuilderMixin:
         self.joint_collide_parent.append(bool(collide_parent))
         self.joint_world.append(self.body_world[child])
         self.joint_label.append(label or f"joint_{len(self.joint_type) - 1}")
+        self.joint_mimic_joint.append(-1)
+        self.joint_mimic_multiplier.append(1.0)
+        self.joint_mimic_offset.append(0.0)
         return len(self.joint_type) - 1
 
     def add_joint_revolute(self, parent, child, parent_xform=None, child_xform=None, axis=(0.0, 0.0, 1.0),
@@ -277,6 +313,9 @@ class BodyBuilderMixin:
 
         parts = []
         explicit = self.body_mass[b] is not None and self.body_inertia[b] is not None and self.body_com[b] is not None
+        # a kinematic body with a given mass and com needs nothing from its shapes (their meshes may be open)
+        explicit = explicit or (self.body_kinematic[b] and self.body_mass[b] is not None
+                                and self.body_com[b] is not None)
         for s in [] if explicit else shapes:  # mass, inertia and com given: the shapes' density plays no part
             rho, sc, t = self.shape_density[s], self.shape_scale[s], self.shape_type[s]
             if t == GEO_SPHERE:

@@ -1,4 +1,4 @@
-"""``ModelBuilder.add_urdf`` and ``ModelBuilder.add_usd``: robots and scenes from files (``inertia.io``).
+"""``ModelBuilder.add_urdf``, ``add_mjcf`` and ``add_usd``: robots and scenes from files (``inertia.io``).
 
 The importers load on first use (USD's ``pxr`` takes a moment to import).
 """
@@ -16,6 +16,13 @@ class SceneImportMixin:
 
         return add_urdf(self, path, xform=xform, floating=floating, package_paths=package_paths, density=density,
                         **kwargs)
+
+    def add_mjcf(self, path, xform=None, **kwargs):
+        """Add an MJCF (MuJoCo XML) model; see :func:`inertia.io.mjcf.add_mjcf` for the arguments and what is
+        imported."""
+        from ..io.mjcf import add_mjcf
+
+        return add_mjcf(self, path, xform=xform, **kwargs)
 
     def add_usd(self, source, xform=None, **kwargs):
         """Add a UsdPhysics scene (a file path or a ``Usd.Stage``); see :func:`inertia.io.usd_import.add_usd`."""

@@ -15,6 +15,8 @@ and child never collide; see ``add_joint_*(collide_parent=...)``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import warp as wp
 
@@ -42,6 +44,28 @@ SHAPE_PROPERTIES = {
     "collide_particles": "take part in particle-shape contact (default True)",
     "label": "a name (USD prim names, error messages)",
 }
+
+
+VISUAL_KINDS = ("sphere", "box", "capsule", "cylinder", "ellipsoid", "mesh")
+
+
+@dataclass(frozen=True)
+class Visual:
+    """Geometry drawn with a body (USD recorder) and never simulated: a robot file's visual meshes.
+
+    ``kind``: one of :data:`VISUAL_KINDS`; ``xform``: (position [m], quaternion (x, y, z, w)) in the body
+    frame; ``size`` [m]: sphere (radius, 0, 0), box half extents, capsule / cylinder (radius, half height
+    along local Z, 0), ellipsoid radii, mesh scale (already applied to ``vertices``); ``vertices`` (n, 3)
+    and ``triangles`` (m, 3) for meshes; ``color`` (r, g, b, a) in [0, 1] or None; ``label`` a name.
+    """
+
+    kind: str
+    xform: tuple
+    size: tuple
+    vertices: object = None
+    triangles: object = None
+    color: tuple | None = None
+    label: str = "visual"
 
 
 class ShapeBuilderMixin:
@@ -96,6 +120,33 @@ class ShapeBuilderMixin:
         self.shape_mesh.append(mesh)
         self.shape_label.append(props.get("label") or f"shape_{len(self.shape_type) - 1}")
         return len(self.shape_type) - 1
+
+    def add_visual(self, body, kind: str, xform=None, size=(1.0, 1.0, 1.0), vertices=None, triangles=None,
+                   color=None, label=None) -> Visual:
+        """Attach visual geometry to ``body`` (see :class:`Visual`): drawn by the USD recorder, never simulated."""
+        body = index(body, self.body_count, "add_visual: body")
+        if kind not in VISUAL_KINDS:
+            raise ValueError(f"add_visual: kind must be one of {VISUAL_KINDS}, got {kind!r}")
+        xf = transform(xform, "add_visual xform")
+        size = vec3(size, "add_visual size")
+        if kind == "mesh":
+            v = np.asarray(vertices, dtype=np.float32)
+            f = np.asarray(triangles, dtype=np.int32).reshape(-1, 3)
+            if v.ndim != 2 or v.shape[1] != 3 or not np.isfinite(v).all():
+                raise ValueError(f"add_visual: mesh vertices must be finite (n, 3), got shape {v.shape}")
+            if len(f) == 0 or f.min() < 0 or f.max() >= len(v):
+                raise ValueError(f"add_visual: mesh triangles must index the {len(v)} vertices")
+            vertices, triangles = v, f
+        if color is not None:
+            color = tuple(float(c) for c in color)
+            if len(color) == 3:
+                color = color + (1.0,)
+            if len(color) != 4 or not all(0.0 <= c <= 1.0 for c in color):
+                raise ValueError(f"add_visual: color must be (r, g, b[, a]) in [0, 1], got {color}")
+        vis = Visual(kind, (tuple(xf.p), tuple(xf.q)), size, vertices, triangles, color,
+                     label or f"visual_{len(self.body_visual[body])}")
+        self.body_visual[body] = self.body_visual[body] + (vis,)
+        return vis
 
     def add_ground_plane(self, height=0.0, **props) -> int:
         """Add an infinite static ground plane normal to the up axis at ``height`` [m]."""

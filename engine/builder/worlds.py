@@ -84,7 +84,7 @@ class _Block:
             values = getattr(b, f.name)
             if f.copy == "particle_index":
                 self.arrays[f.name] = np.asarray(values, dtype=np.int64).reshape((-1,) + f.inner)
-            elif f.copy == "body_index":
+            elif f.copy in ("body_index", "joint_index"):
                 self.arrays[f.name] = np.asarray(values, dtype=np.int64)
             elif f.copy in ("point", "vector"):
                 self.arrays[f.name] = np.asarray(values, dtype=np.float64).reshape(-1, 3)
@@ -236,7 +236,8 @@ class WorldBuilderMixin:
         rule: indices shifted past this builder's particles and bodies, poses and vectors moved by ``off``,
         world indices set to ``w`` (static shapes: ``static_world``; None leaves them out of this copy)."""
         b = blk.b
-        shift = {"particle_index": self.particle_count, "body_index": self.body_count}
+        shift = {"particle_index": self.particle_count, "body_index": self.body_count,
+                 "joint_index": self.joint_count}
         keep = None  # shapes to copy, when the static ones are left out
         if static_world is None and len(blk.static_shapes):
             keep = np.flatnonzero(blk.shape_body >= 0).tolist()
@@ -251,8 +252,11 @@ class WorldBuilderMixin:
                 new = np.where(blk.shape_body >= 0, w, -1 if static_world is None else static_world).tolist()
             elif rule == "particle_index":
                 new = _rows(a + shift[rule])
-            elif rule == "body_index":  # -1 (the world, a static shape) stays -1
+            elif rule in ("body_index", "joint_index"):  # -1 (the world, a static shape, no joint) stays -1
                 new = np.where(a >= 0, a + shift[rule], -1).tolist()
+            elif rule == "body_index_list":
+                s = shift["body_index"]
+                new = [tuple(i + s for i in entry) for entry in values]
             elif rule == "point":
                 new = _rows(off.points(a))
             elif rule == "vector":

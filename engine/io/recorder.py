@@ -4,7 +4,10 @@ Particles become ``/world/particles`` (``UsdGeom.Points``), cloth and soft-body
 surfaces ``/world/surface`` (``UsdGeom.Mesh``, topology written once), each rigid
 body an ``Xform`` under ``/world/bodies`` named after its label with
 time-sampled translate + orient and its shapes as children, and static shapes
-(the ground included) ``/world/shapes``.
+(the ground included) ``/world/shapes``. Bodies with visual geometry (``Model.body_visual``: a robot
+file's visual meshes) get it under ``<body>/visuals`` with its colour; the bodies' collision shapes are
+then tagged ``purpose = "guide"``, a layer viewers hide unless guides are shown, so a recording looks
+like the robot.
 
     with inertia.UsdRecorder("out.usda", model, fps=60) as rec:
         for frame in range(n):
@@ -124,6 +127,11 @@ class UsdRecorder:
             ops = (xf.AddTranslateOp(), xf.AddOrientOp())
             _set_pose(ops, q0[b][:3], q0[b][3:])
             self._body_ops.append(ops)
+        visuals = getattr(m, "body_visual", None) or [()] * m.body_count
+        for b, vis in enumerate(visuals):
+            names = _unique_names(v.label for v in vis)
+            for v, name in zip(vis, names):
+                self._write_visual(f"/world/bodies/{body_names[b]}/visuals/{name}", v)
         if not m.shape_count:
             return
         types, scales, xforms = m.shape_type.numpy(), m.shape_scale.numpy(), m.shape_transform.numpy()
@@ -133,12 +141,39 @@ class UsdRecorder:
         for s in range(m.shape_count):
             b = int(bodies[s])
             parent = "/world/shapes" if b < 0 else f"/world/bodies/{body_names[b]}"
-            path = f"{parent}/{shape_names[s]}"
+            name = shape_names[s] if shape_names[s] != "visuals" else "visuals_shape"
+            path = f"{parent}/{name}"
             xf = UsdGeom.Xform.Define(self.stage, path)
             _set_pose((xf.AddTranslateOp(), xf.AddOrientOp()), xforms[s][:3], xforms[s][3:])
+            if b >= 0 and len(visuals[b]):  # the body is drawn by its visuals; its collision geometry is a guide
+                xf.CreatePurposeAttr(UsdGeom.Tokens.guide)
             t, sc = int(types[s]), scales[s]
             mesh = next(meshes) if t == GEO_MESH else None
             self._write_geometry(path + "/geom", t, sc, mesh, ground_size)
+
+    def _write_visual(self, path: str, v) -> None:
+        """One :class:`inertia.builder.shapes.Visual` (body frame) as an Xform with its geometry and colour."""
+        xf = UsdGeom.Xform.Define(self.stage, path)
+        _set_pose((xf.AddTranslateOp(), xf.AddOrientOp()), v.xform[0], v.xform[1])
+        geom_path = path + "/geom"
+        if v.kind == "mesh":
+            geom = UsdGeom.Mesh.Define(self.stage, geom_path)
+            geom.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(np.asarray(v.vertices, dtype=np.float32)))
+            tris = np.asarray(v.triangles, dtype=np.int32)
+            geom.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(tris), 3, dtype=np.int32)))
+            geom.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(tris.reshape(-1)))
+        elif v.kind == "ellipsoid":
+            geom = UsdGeom.Sphere.Define(self.stage, geom_path)
+            geom.CreateRadiusAttr(1.0)
+            geom.AddScaleOp().Set(Gf.Vec3f(*map(float, v.size)))
+        else:
+            t = {"sphere": GEO_SPHERE, "box": GEO_BOX, "capsule": GEO_CAPSULE, "cylinder": GEO_CYLINDER}[v.kind]
+            self._write_geometry(geom_path, t, v.size, None, 0.0)
+            geom = UsdGeom.Gprim(self.stage.GetPrimAtPath(geom_path))
+        if v.color is not None:
+            geom.CreateDisplayColorAttr(Vt.Vec3fArray([Gf.Vec3f(*map(float, v.color[:3]))]))
+            if v.color[3] < 1.0:
+                geom.CreateDisplayOpacityAttr(Vt.FloatArray([float(v.color[3])]))
 
     def _write_geometry(self, path: str, t: int, sc, mesh, ground_size: float) -> None:
         if t == GEO_SPHERE:

@@ -1,75 +1,84 @@
-"""URDF import: a robot description (links, joints, collision geometry) into a :class:`ModelBuilder`.
+"""URDF import: a robot description into a :class:`ModelBuilder`, loading what PyBullet and MuJoCo load.
 
-    result = inertia.io.urdf.add_urdf(builder, "robot.urdf", floating=True, package_paths=["~/ws/src"])
-    result.links["base_link"], result.joints["knee"]      # body and joint indices
+    r = builder.add_urdf("panda.urdf", floating=False, joint_target_ke={"panda_joint1": 100.0})
+    r.bodies["panda_link1"], r.joints["panda_joint4"], r.joint_q["panda_joint4"]  # indices, a slice
+    r.frame_pose(state, "panda_grasptarget")                                       # a merged link's pose
 
-What is read, and how it maps onto the builder (conventions in ``inertia.builder.bodies``):
+What is read, and how it maps onto the builder (conventions in ``inertia.builder.bodies``, shared steps
+in ``inertia.io.robot``):
 
-- **Links** become bodies. The link frame at ``joint_q = 0`` is its parent joint's frame (so every
-  joint's ``child_xform`` is the identity). ``<inertial>``: ``mass`` [kg], ``inertia`` ixx..izz
-  (off-diagonals included; missing entries count as 0) given in the inertial frame, rotated into the
-  link frame by the inertial ``origin``'s rpy; the centre of mass is the origin's xyz.
-  A link without ``<inertial>`` takes its mass and inertia from its collision shapes at ``density``;
-  the root link of a fixed base (``floating=False``) with neither an inertial nor a collision shape
-  (or an inertial of mass 0) becomes kinematic. Any other link with no mass is refused here
-  (zero mass) or by ``finalize()`` (nothing to take a mass from).
-- **Collision** ``<geometry>``: ``box`` (full ``size``), ``sphere``, ``cylinder`` (along the local Z
-  axis, ``length`` end to end), ``capsule`` (not in the URDF standard but common: ``length`` of the
-  cylindrical part) and ``mesh`` (OBJ or STL, with ``scale``) at the collision ``origin``.
-  Mesh files are found from ``package://pkg/rel/path`` in the ``package_paths`` (folders that contain
-  package folders, or a package folder itself), ``file:///abs/path``, or a path relative to the URDF file.
-- **Joints**: ``revolute`` (limits [rad]), ``continuous`` (a revolute without limits), ``prismatic``
-  (limits [m]), ``fixed`` and ``floating`` (a free joint, only where the parent is the root link: its
-  ``joint_q`` is the child's pose relative to where the URDF puts it). ``origin`` is the joint frame in
-  the parent link frame, ``axis`` (default 1 0 0) is in the joint frame. ``planar`` is refused.
+- **Links** become bodies; a link joined by a ``fixed`` joint folds into its parent (``merge_fixed=True``,
+  as PyBullet's ``URDF_MERGE_FIXED_LINKS`` and MuJoCo's ``fusestatic``): masses add, inertias add about
+  the common centre of mass, geometry moves into the parent, and the link's frame stays addressable by
+  name (``r.frames``, ``r.frame_pose(state, name)``). A link frame at ``joint_q = 0`` is its parent
+  joint's frame. ``<inertial>``: ``mass`` [kg], ``inertia`` (off-diagonals included, missing entries 0)
+  in the inertial frame, rotated into the link frame by the origin's rpy; the centre of mass is the
+  origin's xyz. Without ``<inertial>`` a link takes its mass from its collision geometry at ``density``
+  (0 without geometry; MuJoCo's rule; PyBullet gives such links 1 kg). A tensor that is not positive
+  definite (laikago's zeros) is estimated from the collision geometry, scaled to the link's mass (one
+  warning). The root of a fixed base (``floating=False``) is kinematic (nothing moves it, as in PyBullet
+  and MuJoCo); without mass it needs no mass properties from its meshes. ``<contact>``:
+  ``lateral_friction`` -> the shapes' ``mu``, ``restitution`` -> ``restitution``, ``inertia_scaling``
+  scales the tensor (PyBullet's extensions).
+- **Geometry**: ``<collision>`` and ``<visual>``: ``box`` (full ``size``), ``sphere``, ``cylinder``
+  (local Z, ``length`` end to end), ``capsule`` (``length`` of the cylindrical part), ``plane`` (static
+  only: a fixed base) and ``mesh`` (OBJ, STL; Collada .dae with the ``collada`` extra; ``scale``).
+  Visuals (with their ``<material>`` colour) are drawn by :class:`inertia.UsdRecorder`, never simulated.
+  ``package://NAME/rel`` is looked up in the URDF file's ancestor folders (a folder named NAME, one that
+  holds a folder NAME, or one whose ``package.xml`` names NAME; the ROS convention), then in
+  ``package_paths``; ``file:///abs`` and relative paths (to the URDF file) as written.
+- **Joints**: ``revolute`` (limits [rad]), ``continuous``, ``prismatic`` (limits [m]), ``fixed``,
+  ``floating`` (a free joint, only below the root) and ``spherical`` (PyBullet's extension: a ball).
+  ``origin`` is the joint frame in the parent link frame, ``axis`` (default 1 0 0) in the joint frame.
+  ``<limit lower upper>`` with lower > upper means no limit (Bullet's convention, with a warning);
+  ``effort`` / ``velocity`` become the dof's effort and velocity limits (0 or absent: none);
+  ``<dynamics damping friction>`` its passive damping and Coulomb friction; ``<mimic joint multiplier
+  offset>`` a declared coupling (``Model.joint_mimic_*``, applied by the FeatherstoneSolver). ``planar``
+  is refused.
 - **Base**: the root link is attached to the world at ``xform`` by a fixed joint (``floating=False``)
-  or a free joint (``floating=True``).
+  or a free joint (``floating=True``, whose ``joint_q`` is the root's pose relative to ``xform``).
+- **Collisions**: no two links of the robot collide unless ``enable_self_collisions=True``; links joined
+  by a joint never do.
+- **Tolerated as PyBullet tolerates them**, each with a warning: bytes after ``</robot>`` (a stray NUL),
+  white space before the XML declaration, numbers with trailing junk (``"0.07,"``, ``"1.57."``), vectors
+  with extra entries (the first ones are used), repeated elements (the first is used), and xacro's
+  ``$(optenv NAME default)`` left unexpanded (the environment's value or the default).
 
-Ignored: ``<visual>`` (the engine only simulates collision geometry), ``<material>``, ``limit``
-``effort`` / ``velocity`` (read and checked to be numbers, but the engine has no actuator limits),
-``<dynamics>`` damping and friction (the builder's joints have no passive damping; use
-``joint_target_kd`` with a zero target velocity), ``<safety_controller>``, ``<calibration>``,
-``<transmission>`` and ``<gazebo>``. ``<mimic>`` is not supported and warns once per joint.
-
-Every error is a :class:`UrdfError` naming the file, the element (link or joint name) and what is wrong.
-Mesh readers (:func:`read_obj`, :func:`read_stl`) are plain-Python and take no extra dependency.
+Not imported, warned about once per kind: ``<transmission>``, ``<gazebo>``, ``<safety_controller>``,
+``<calibration>``, ``<joint_properties>``, other ``<contact>`` entries. Every error is a
+:class:`UrdfError` naming the file, the element (link or joint name) and what is wrong.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import warnings
+import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..transforms import IDENTITY, compose, quat_from_rpy, quat_to_matrix
+from ..transforms import IDENTITY, quat_from_rpy, quat_to_matrix
 from .meshes import MESH_READERS, MeshError, read_obj, read_stl  # noqa: F401  (read_obj, read_stl: public here too)
+from .robot import Geom, Joint, Link, RobotDescription, RobotImport, Warner, add_robot
 
 
 class UrdfError(ValueError):
     """A URDF file (or a mesh it references) that cannot be imported; the message names file and element."""
 
 
-@dataclass
-class UrdfImport:
-    """What :func:`add_urdf` added: indices into the builder's bodies, joints and shapes."""
+UrdfImport = RobotImport  # what add_urdf returns (the name earlier versions used)
 
-    name: str  # the robot's name
-    links: dict = field(default_factory=dict)  # link name -> body index
-    joints: dict = field(default_factory=dict)  # joint name -> joint index
-    shapes: dict = field(default_factory=dict)  # link name -> [shape indices]
-    root_joint: int = -1  # the fixed or free joint that attaches the root link to the world
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_XACRO = re.compile(r"\$\((optenv|env)\s+(\S+)\s*([^)]*)\)")
 
 
 # ---------------------------------------------------------------------------------------------- parsing helpers
 class _Reader:
-    """Attribute parsing that names the file and the element in every error."""
+    """Attribute parsing that names the file and the element in every error, tolerant where PyBullet is."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, warner: Warner):
+        self.path, self.warner = path, warner
 
     def fail(self, where: str, what: str):
         raise UrdfError(f"{self.path}: {where}: {what}")
@@ -85,20 +94,42 @@ class _Reader:
         text = self.attr(el, name, where, required=default is None)
         if text is None:
             return tuple(default)
-        try:
-            v = tuple(float(t) for t in text.split())
-        except ValueError:
-            self.fail(where, f"<{el.tag} {name}=\"{text}\"> is not {n} number(s)")
-        if len(v) != n or not all(math.isfinite(x) for x in v):
-            self.fail(where, f"<{el.tag} {name}=\"{text}\"> must be {n} finite number(s)")
-        return v
+        written = text
+        if "$(" in text:
+            text = _XACRO.sub(lambda m: os.environ.get(m.group(2), m.group(3) if m.group(1) == "optenv" else ""),
+                              text)
+            self.warner.add("unexpanded xacro substitution", f"{where} <{el.tag} {name}=\"{written}\">",
+                            "read with the environment's value or the default given", verb="resolved")
+        values, junk = [], False
+        for tok in text.split():
+            try:
+                values.append(float(tok))
+            except ValueError:
+                m = _NUMBER.match(tok)
+                if m is None:
+                    self.fail(where, f"<{el.tag} {name}=\"{written}\"> is not {n} number(s)")
+                values.append(float(m.group(0)))
+                junk = True
+        if len(values) < n or not all(math.isfinite(x) for x in values):
+            self.fail(where, f"<{el.tag} {name}=\"{written}\"> must be {n} finite number(s)")
+        if junk or len(values) > n:
+            self.warner.add("malformed number", f"{where} <{el.tag} {name}=\"{written}\">", verb="tolerated",
+                            why="read as PyBullet reads it (each number's numeric start, the first entries)")
+        return tuple(values[:n])
 
     def number(self, el, name: str, where: str, default=None) -> float:
         return self.floats(el, name, 1, where, None if default is None else (default,))[0]
 
+    def one(self, el, tag: str, where: str):
+        """The first ``<tag>`` child of ``el`` (a repeated one warns, as PyBullet uses the first)."""
+        found = el.findall(tag)
+        if len(found) > 1:
+            self.warner.add(f"repeated <{tag}>", where, "the first one is used", verb="tolerated")
+        return found[0] if found else None
+
     def origin(self, el, where: str) -> tuple:
         """(position, quaternion) of the ``<origin>`` child of ``el`` (the identity when absent)."""
-        o = el.find("origin")
+        o = self.one(el, "origin", where)
         if o is None:
             return IDENTITY
         xyz = self.floats(o, "xyz", 3, where, (0.0, 0.0, 0.0))
@@ -106,11 +137,39 @@ class _Reader:
         return xyz, quat_from_rpy(*rpy)
 
 
+def _read_xml(path: str, warner: Warner):
+    with open(path, "rb") as f:
+        data = f.read()
+    start = data.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if len(start) != len(data) and start.startswith(b"<?xml") and not data.startswith(b"<?xml"):
+        warner.add("white space before the XML declaration", "file start", "skipped", verb="tolerated")
+    data = start
+    end = data.rfind(b"</robot>")
+    if end >= 0 and data[end + len(b"</robot>"):].strip(b" \t\r\n"):
+        warner.add("bytes after </robot>", f"{len(data) - end - 8} bytes", "ignored", verb="tolerated")
+        data = data[:end + len(b"</robot>")]
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError as e:
+        raise UrdfError(f"{path}: not well-formed XML: {e}") from None
+
+
 def resolve_mesh_path(filename: str, urdf_dir: str, package_paths=()) -> tuple:
-    """(found path or None, [paths tried]) for a URDF mesh ``filename``."""
+    """(found path or None, [paths tried]) for a URDF mesh ``filename`` (see the module docstring)."""
     if filename.startswith("package://"):
         pkg, _, rel = filename[len("package://"):].partition("/")
         tried = []
+        folder = os.path.abspath(urdf_dir)
+        while True:  # the URDF file's ancestors: ROS packages hold their robots' files
+            if os.path.basename(folder) == pkg:
+                tried.append(os.path.join(folder, rel))
+            tried.append(os.path.join(folder, pkg, rel))
+            if _package_name(folder) == pkg:
+                tried.append(os.path.join(folder, rel))
+            up = os.path.dirname(folder)
+            if up == folder:
+                break
+            folder = up
         for folder in package_paths:
             folder = os.path.expanduser(os.fspath(folder))
             tried.append(os.path.join(folder, pkg, rel))
@@ -118,46 +177,107 @@ def resolve_mesh_path(filename: str, urdf_dir: str, package_paths=()) -> tuple:
                 tried.append(os.path.join(folder, rel))
     elif filename.startswith("file://"):
         tried = [filename[len("file://"):]]
-    else:
-        tried = [filename if os.path.isabs(filename) else os.path.join(urdf_dir, filename)]
+    elif os.path.isabs(filename):
+        tried = [filename]
+    else:  # relative to the file, then to its ancestors (PyBullet searches them too)
+        tried, folder = [], os.path.abspath(urdf_dir)
+        while True:
+            tried.append(os.path.join(folder, filename))
+            up = os.path.dirname(folder)
+            if up == folder:
+                break
+            folder = up
     return next((p for p in tried if os.path.isfile(p)), None), tried
 
 
+def _package_name(folder: str):
+    xml = os.path.join(folder, "package.xml")
+    if not os.path.isfile(xml):
+        return None
+    try:
+        name = ET.parse(xml).getroot().find("name")
+    except ET.ParseError:
+        return None
+    return None if name is None else (name.text or "").strip()
+
+
 # ---------------------------------------------------------------------------------------------- import
-_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+_JOINT_KINDS = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
+                "floating": "free", "spherical": "ball", "planar": None}
+_IGNORED = {"transmission": "actuator transmissions are not modelled", "gazebo": "Gazebo settings",
+            "safety_controller": "", "calibration": "", "joint_properties": "not a URDF element"}
 
 
 def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=(), density: float = 1000.0,
-             joint_target_ke: float = 0.0, joint_target_kd: float = 0.0, limit_ke=None, limit_kd=None,
-             collide_parent: bool = False, **shape_props) -> UrdfImport:
+             joint_target_ke=0.0, joint_target_kd=0.0, limit_ke=None, limit_kd=None, merge_fixed: bool = True,
+             enable_self_collisions: bool = False, load_visuals: bool = True,
+             intermediate_mass_fraction: float = 0.1, **shape_props) -> RobotImport:
     """Add the robot described by the URDF file ``path`` to ``builder``; see the module docstring.
 
     Args:
         xform: pose of the root link in world, ``(position [m], quaternion (x, y, z, w))``; identity if None.
         floating: attach the root link with a free joint (True) or weld it to the world (False).
-        package_paths: folders searched for ``package://`` meshes.
-        density: [kg/m^3] of collision shapes, for links without ``<inertial>``.
-        joint_target_ke, joint_target_kd: drive gains of every revolute / continuous / prismatic joint
-            ([N m/rad], [N m s/rad] or [N/m], [N s/m]); URDF has none, default 0 (passive joints).
+        package_paths: folders searched for ``package://`` meshes after the file's own ancestors.
+        density: [kg/m^3] of collision geometry, for links without ``<inertial>``.
+        joint_target_ke, joint_target_kd: drive gains ([N m/rad], [N m s/rad] or [N/m], [N s/m]): a
+            number for every revolute / prismatic joint, or a dict joint name -> gain (others 0).
         limit_ke, limit_kd: joint-limit stiffness and damping (None: the builder's defaults).
-        collide_parent: let each link collide with its parent link.
+        merge_fixed: fold links joined by fixed joints into their parents (their frames stay named).
+        enable_self_collisions: let the robot's links collide with each other (never adjacent ones).
+        load_visuals: read ``<visual>`` geometry for the USD recorder.
+        intermediate_mass_fraction: see ``inertia.io.robot`` (massless links on moving joints).
         **shape_props: shape properties (``ke``, ``kd``, ``mu``, ``restitution``, collision filters)
             given to every collision shape; see ``inertia.builder.shapes.SHAPE_PROPERTIES``.
     Returns:
-        :class:`UrdfImport` with link name -> body index and joint name -> joint index.
+        :class:`inertia.io.robot.RobotImport`: names -> body, joint, shape indices, frames, coordinate slices.
     """
     path = os.fspath(path)
-    r = _Reader(path)
     if not os.path.isfile(path):
         raise UrdfError(f"{path}: URDF file not found")
-    try:
-        robot = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        raise UrdfError(f"{path}: not well-formed XML: {e}") from None
-    if robot.tag != "robot":
-        r.fail("root element", f"expected <robot>, got <{robot.tag}>")
     if "label" in shape_props:
         raise TypeError("add_urdf names shapes after their links; do not pass label=")
+    warner = Warner(path)
+    robot = parse_urdf(path, floating=floating, package_paths=package_paths, load_visuals=load_visuals,
+                       warner=warner)
+    base = None
+    if xform is not None:
+        from ..builder.checks import transform
+
+        t = transform(xform, "add_urdf xform")
+        base = (tuple(float(v) for v in t.p), tuple(float(v) for v in t.q))
+    try:
+        result = add_robot(builder, robot, xform=base, merge_fixed=merge_fixed, density=density,
+                           self_collisions=enable_self_collisions, target_ke=joint_target_ke,
+                           target_kd=joint_target_kd, limit_ke=limit_ke, limit_kd=limit_kd,
+                           intermediate_mass_fraction=intermediate_mass_fraction, shape_props=shape_props,
+                           warner=warner)
+    except (ValueError, TypeError, IndexError) as e:
+        msg = str(e)
+        raise UrdfError(msg if msg.startswith(path) else f"{path}: {msg}") from e
+    finally:
+        warner.flush()
+    return result
+
+
+def parse_urdf(path: str, floating: bool = False, package_paths=(), load_visuals: bool = True,
+               warner: Warner | None = None) -> RobotDescription:
+    """The :class:`inertia.io.robot.RobotDescription` of a URDF file (links parents first)."""
+    warner = warner or Warner(path)
+    r = _Reader(path, warner)
+    robot = _read_xml(path, warner)
+    if robot.tag != "robot":
+        r.fail("root element", f"expected <robot>, got <{robot.tag}>")
+    for tag, why in _IGNORED.items():
+        for el in robot.iter(tag):
+            warner.add(f"<{tag}>", el.get("name") or el.get("reference") or tag, why)
+    known = {"robot": {"link", "joint", "material", *_IGNORED},
+             "link": {"inertial", "visual", "collision", "contact"},
+             "joint": {"parent", "child", "origin", "axis", "limit", "dynamics", "mimic", *_IGNORED}}
+    for parent in (robot, *robot.findall("link"), *robot.findall("joint")):
+        for el in parent:
+            if isinstance(el.tag, str) and el.tag not in known[parent.tag]:
+                warner.add(f"<{parent.tag}><{el.tag}>", parent.get("name") or parent.tag)
+    colors = {m.get("name"): _color(r, m, "robot <material>") for m in robot.findall("material")}
 
     links = {}
     for el in robot.findall("link"):
@@ -175,13 +295,13 @@ def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=()
         if name in joints:
             r.fail(where, "defined twice")
         jtype = r.attr(el, "type", where)
-        if jtype not in _JOINT_TYPES:
-            r.fail(where, f"unknown type '{jtype}' (known: {', '.join(_JOINT_TYPES)})")
+        if jtype not in _JOINT_KINDS:
+            r.fail(where, f"unknown type '{jtype}' (known: {', '.join(_JOINT_KINDS)})")
         if jtype == "planar":
             r.fail(where, "type 'planar' is not supported (the engine has no planar joint)")
         ends = []
         for tag in ("parent", "child"):
-            e = el.find(tag)
+            e = r.one(el, tag, where)
             if e is None:
                 r.fail(where, f"has no <{tag}> element")
             link = r.attr(e, "link", where)
@@ -200,170 +320,207 @@ def add_urdf(builder, path, xform=None, floating: bool = False, package_paths=()
         what = "none (the joints form a loop)" if not roots else ", ".join(f"'{n}'" for n in roots)
         r.fail("robot", f"must have exactly one root link (a link that is no joint's child), found {what}")
     root = roots[0]
-
-    # link poses at joint_q = 0, depth first in document order (each limb's bodies stay together)
-    base = IDENTITY if xform is None else _pose(xform)
-    pose, order, stack = {root: base}, [], [root]
+    order, stack = [], [root]  # depth first in document order: each limb's bodies stay together
     while stack:
         link = stack.pop()
         order.append(link)
-        for jname in reversed(children.get(link, [])):
-            el = joints[jname]
-            child = el.find("child").get("link")
-            pose[child] = compose(pose[link], r.origin(el, f"joint '{jname}'"))
-            stack.append(child)
-    if len(order) != len(links):  # a link on a loop is never reached from the root
+        stack.extend(el.find("child").get("link") for el in (joints[j] for j in reversed(children.get(link, []))))
+    if len(order) != len(links):
         r.fail("robot", f"links {sorted(set(links) - set(order))} are not connected to the root '{root}'")
 
-    result = UrdfImport(name=robot.get("name", ""))
     urdf_dir = os.path.dirname(os.path.abspath(path))
-    for link in order:
-        where = f"link '{link}'"
-        el = links[link]
-        collisions = el.findall("collision")
-        mass, inertia, com, kinematic = _inertial(r, el, where)
-        fixed_root = link == root and not floating
-        if mass == 0.0 or (mass is None and not collisions):
-            if not fixed_root:
-                r.fail(where, "has no mass: give it an <inertial> with mass > 0 or a <collision> shape "
-                              "(only the root of a fixed base may be massless; it then becomes kinematic)")
-            kinematic = True
-        body = _wrap(r, where, builder.add_body, xform=pose[link], mass=mass, inertia=inertia, com=com,
-                     kinematic=kinematic, label=link)
-        result.links[link] = body
-        result.shapes[link] = [
-            _add_collision(builder, r, body, c, f"{where} <collision> {k}", urdf_dir, package_paths,
-                           density, shape_props, f"{link}_collision_{k}")
-            for k, c in enumerate(collisions)
-        ]
-
-    add_base = builder.add_joint_free if floating else builder.add_joint_fixed
-    base_label = f"{root}_{'free' if floating else 'fixed'}_base"
-    result.root_joint = _wrap(r, f"link '{root}'", add_base, *(() if floating else (-1,)), result.links[root],
-                              parent_xform=base, label=base_label)
-
-    for link in order[1:]:
-        jname = child_joint[link]
-        el = joints[jname]
-        result.joints[jname] = _add_joint(builder, r, el, jname, result.links, root, pose,
-                                          (joint_target_ke, joint_target_kd, limit_ke, limit_kd, collide_parent))
-    return result
+    meshes = {}
+    desc = RobotDescription(name=robot.get("name", ""), path=path, links={}, joints=[])
+    for name in order:
+        desc.links[name] = _link(r, links[name], name, urdf_dir, package_paths, meshes, colors, load_visuals)
+    desc.joints.append(Joint(name=f"{root}_{'free' if floating else 'fixed'}_base", kind="free" if floating
+                             else "fixed", parent=None, child=root, mergeable=False))
+    for name in order[1:]:
+        desc.joints.append(_joint(r, joints[child_joint[name]], child_joint[name], root))
+    return desc
 
 
-def _pose(xform) -> tuple:
-    from ..builder.checks import transform
-
-    t = transform(xform, "add_urdf xform")
-    return tuple(float(v) for v in t.p), tuple(float(v) for v in t.q)
+def _color(r: _Reader, material, where: str):
+    c = material.find("color") if material is not None else None
+    return None if c is None else tuple(min(max(v, 0.0), 1.0) for v in r.floats(c, "rgba", 4, where))
 
 
-def _wrap(r: _Reader, where: str, fn, *args, **kwargs):
-    """Call a builder method; its errors are re-raised naming the URDF file and element."""
-    try:
-        return fn(*args, **kwargs)
-    except (ValueError, TypeError, IndexError) as e:
-        raise UrdfError(f"{r.path}: {where}: {e}") from e
+def _link(r: _Reader, el, name: str, urdf_dir, package_paths, meshes, colors, load_visuals) -> Link:
+    where = f"link '{name}'"
+    link = Link(name=name, inertial=_inertial(r, el, where))
+    props = {}
+    contact = el.find("contact")
+    if contact is not None:
+        for c in contact:
+            if c.tag == "lateral_friction":
+                props["mu"] = r.number(c, "value", where)
+            elif c.tag == "restitution":
+                props["restitution"] = r.number(c, "value", where)
+            elif c.tag == "inertia_scaling" and link.inertial is not None:  # PyBullet scales the tensor by it
+                m, com, i = link.inertial
+                link.inertial = (m, com, i * r.number(c, "value", where))
+            else:
+                r.warner.add("<contact> entries other than lateral_friction and restitution", f"{where} <{c.tag}>")
+    for k, c in enumerate(el.findall("collision")):
+        g = _geometry(r, c, f"{where} <collision> {k}", urdf_dir, package_paths, meshes)
+        if g is not None:
+            g.name, g.props = c.get("name") or f"{name}_collision_{k}", dict(props)
+            link.geoms.append(g)
+    if load_visuals:
+        for k, v in enumerate(el.findall("visual")):
+            try:
+                g = _geometry(r, v, f"{where} <visual> {k}", urdf_dir, package_paths, meshes, visual=True)
+            except UrdfError as e:  # drawing only: PyBullet skips such visuals too
+                r.warner.add("invalid visual geometry", str(e).split(": ", 1)[1], "skipped", verb="ignored")
+                continue
+            if g is None:
+                continue
+            g.name, g.collide, g.visual, g.mass_source = v.get("name") or f"{name}_visual_{k}", False, True, False
+            m = v.find("material")
+            if m is not None:
+                g.color = _color(r, m, where) if m.find("color") is not None else colors.get(m.get("name"))
+            link.geoms.append(g)
+    return link
 
 
 def _inertial(r: _Reader, link_el, where: str):
-    """(mass, inertia (3, 3) in the link frame, com, kinematic) of a link; Nones without ``<inertial>``."""
-    el = link_el.find("inertial")
+    """(mass, inertia (3, 3) in the link frame, com) of a link, or None without ``<inertial>``."""
+    el = r.one(link_el, "inertial", where)
     if el is None:
-        return None, None, None, False
-    m_el = el.find("mass")
+        return None
+    m_el = r.one(el, "mass", where)
     if m_el is None:
         r.fail(where, "<inertial> has no <mass>")
     mass = r.number(m_el, "value", where)
     if mass < 0.0:
         r.fail(where, f"<mass value> must be >= 0, got {mass}")
-    i_el = el.find("inertia")
+    i_el = r.one(el, "inertia", where)
     if i_el is None:
         r.fail(where, "<inertial> has no <inertia>")
     ixx, ixy, ixz, iyy, iyz, izz = (r.number(i_el, n, where, 0.0) for n in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"))
     local = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     com, q = r.origin(el, where)
     rot = quat_to_matrix(q)
-    inertia = rot @ local @ rot.T
-    if mass == 0.0:
-        return 0.0, None, com, True
-    eig = np.linalg.eigvalsh(inertia)
-    if not eig.min() > 0.0:
-        r.fail(where, f"<inertia> must be positive definite, eigenvalues {np.round(eig, 12).tolist()}")
-    return mass, inertia, com, False
+    eig = np.linalg.eigvalsh(local)
+    if mass > 0.0 and eig.min() < -1e-9 * max(abs(eig).max(), 1e-30):
+        r.fail(where, f"<inertia> must be positive (semi)definite, eigenvalues {np.round(eig, 12).tolist()}")
+    return mass, np.asarray(com, dtype=np.float64), rot @ local @ rot.T
 
 
-def _add_collision(builder, r: _Reader, body: int, el, where: str, urdf_dir: str, package_paths, density,
-                   shape_props, label) -> int:
-    geo = el.find("geometry")
-    if geo is None or len(geo) != 1:
+_SHAPE_TAGS = ("box", "sphere", "cylinder", "capsule", "plane", "mesh")
+
+
+def _geometry(r: _Reader, el, where: str, urdf_dir, package_paths, meshes, visual: bool = False):
+    geo = r.one(el, "geometry", where)
+    shapes = [] if geo is None else [c for c in geo if c.tag in _SHAPE_TAGS]
+    if geo is None or len(geo) == 0 or len(shapes) > 1:
         r.fail(where, "needs a <geometry> with exactly one shape inside")
-    g = geo[0]
+    if len(shapes) != len(geo):  # PyBullet reads the shape it knows and skips the rest
+        others = [c.tag for c in geo if c.tag not in _SHAPE_TAGS]
+        if not shapes:
+            r.fail(where, f"unsupported geometry <{others[0]}> (supported: {', '.join(_SHAPE_TAGS)})")
+        r.warner.add("stray element in <geometry>", f"{where} <{others[0]}>", "skipped", verb="ignored")
+    g = shapes[0]
     xf = r.origin(el, where)
-    props = dict(shape_props, density=density, label=el.get("name") or label)
     if g.tag == "box":
-        hx, hy, hz = (0.5 * v for v in r.floats(g, "size", 3, where))
-        return _wrap(r, where, builder.add_shape_box, body, xf, hx, hy, hz, **props)
-    if g.tag == "sphere":
-        return _wrap(r, where, builder.add_shape_sphere, body, xf, r.number(g, "radius", where), **props)
-    if g.tag in ("cylinder", "capsule"):
-        radius, length = r.number(g, "radius", where), r.number(g, "length", where)
-        add = builder.add_shape_cylinder if g.tag == "cylinder" else builder.add_shape_capsule
-        return _wrap(r, where, add, body, xf, radius, 0.5 * length, **props)
+        size = r.floats(g, "size", 3, where)
+        if min(size) <= 0.0:
+            r.fail(where, f"box size must be > 0, got {size}")
+        return Geom("box", xf, tuple(0.5 * v for v in size))
+    if g.tag in ("sphere", "cylinder", "capsule"):
+        radius = r.number(g, "radius", where)
+        if radius <= 0.0:
+            r.fail(where, f"{g.tag} radius must be > 0, got {radius}")
+        if g.tag == "sphere":
+            return Geom("sphere", xf, (radius, 0.0, 0.0))
+        length = r.number(g, "length", where)
+        if length < 0.0 or (length == 0.0 and g.tag == "cylinder"):
+            r.fail(where, f"{g.tag} length must be > 0, got {length}")
+        return Geom(g.tag, xf, (radius, 0.5 * length, 0.0))
+    if g.tag == "plane":
+        normal = np.array(r.floats(g, "normal", 3, where, (0.0, 0.0, 1.0)))
+        if np.linalg.norm(normal) < 1e-9:
+            r.fail(where, "<plane normal> must be non-zero")
+        from ..transforms import compose, quat_from_matrix, rotation_between
+
+        turn = quat_from_matrix(rotation_between((0.0, 0.0, 1.0), normal / np.linalg.norm(normal)))
+        return Geom("plane", compose(xf, ((0.0, 0.0, 0.0), turn)), (0.0, 0.0, 0.0), mass_source=False)
     if g.tag == "mesh":
         filename = r.attr(g, "filename", where)
-        scale = r.floats(g, "scale", 3, where, (1.0, 1.0, 1.0))
+        scale = np.array(r.floats(g, "scale", 3, where, (1.0, 1.0, 1.0)))
+        if scale.min() <= 0.0:
+            r.fail(where, f"mesh scale must be > 0 on every axis, got {tuple(scale)}")
         found, tried = resolve_mesh_path(filename, urdf_dir, package_paths)
         if found is None:
-            hint = "" if tried else " (no package_paths given)"
-            r.fail(where, f"mesh '{filename}' not found{hint}; tried: {tried}")
+            if visual:  # PyBullet draws nothing for it; the simulation does not need it
+                r.warner.add("visual mesh not found", f"{where} '{filename}'", "skipped")
+                return None
+            r.fail(where, f"mesh '{filename}' not found; tried: {tried}")
         ext = os.path.splitext(found)[1].lower()
         if ext not in MESH_READERS:
             r.fail(where, f"mesh '{filename}': unsupported format '{ext}' (supported: {sorted(MESH_READERS)})")
-        try:
-            vertices, tris = MESH_READERS[ext](found)
-        except MeshError as e:
-            raise UrdfError(f"{r.path}: {where}: {e}") from e
-        return _wrap(r, where, builder.add_shape_mesh, body, xf, vertices, tris, scale, **props)
-    r.fail(where, f"unsupported geometry <{g.tag}> (supported: box, sphere, cylinder, capsule, mesh)")
+        if found not in meshes:
+            try:
+                meshes[found] = MESH_READERS[ext](found)
+            except MeshError as e:
+                raise UrdfError(f"{r.path}: {where}: {e}") from e
+        v, f = meshes[found]
+        return Geom("mesh", xf, tuple(scale), v, f)
 
 
-def _add_joint(builder, r: _Reader, el, name: str, bodies: dict, root: str, pose: dict, gains) -> int:
+
+def _joint(r: _Reader, el, name: str, root: str) -> Joint:
     where = f"joint '{name}'"
-    target_ke, target_kd, limit_ke, limit_kd, collide_parent = gains
     jtype = el.get("type")
     parent, child = el.find("parent").get("link"), el.find("child").get("link")
-    origin = r.origin(el, where)
-    p, c = bodies[parent], bodies[child]
-    if el.find("mimic") is not None:
-        warnings.warn(f"{r.path}: {where}: <mimic> is not supported; the joint moves on its own", stacklevel=3)
-    if jtype == "fixed":
-        return _wrap(r, where, builder.add_joint_fixed, p, c, origin, None, collide_parent=collide_parent,
-                     label=name)
-    if jtype == "floating":
-        if parent != root:
-            r.fail(where, f"floating joints are supported only with the root link as parent ('{root}'), "
-                          f"not '{parent}'")
-        return _wrap(r, where, builder.add_joint_free, c, pose[child], None, label=name)
-    axis = r.floats(el.find("axis"), "xyz", 3, where, (1.0, 0.0, 0.0)) if el.find("axis") is not None else (
-        1.0, 0.0, 0.0)
-    if math.sqrt(sum(a * a for a in axis)) < 1e-9:
-        r.fail(where, f"<axis xyz> must be non-zero, got {axis}")
-    lower = upper = None
-    limit = el.find("limit")
+    j = Joint(name=name, kind=_JOINT_KINDS[jtype], parent=parent, child=child, origin=r.origin(el, where))
+    if j.kind == "free" and parent != root:
+        r.fail(where, f"floating joints are supported only with the root link as parent ('{root}'), not '{parent}'")
+    if j.kind in ("fixed", "free", "ball"):
+        return j
+    axis_el = r.one(el, "axis", where)
+    j.axis = r.floats(axis_el, "xyz", 3, where, (1.0, 0.0, 0.0)) if axis_el is not None else (1.0, 0.0, 0.0)
+    if math.sqrt(sum(a * a for a in j.axis)) < 1e-9:
+        r.fail(where, f"<axis xyz> must be non-zero, got {j.axis}")
+    limit = r.one(el, "limit", where)
     if limit is not None:
-        for attr in ("effort", "velocity"):  # checked to be numbers, otherwise unused
+        for attr, key in (("effort", "effort_limit"), ("velocity", "velocity_limit")):
             if limit.get(attr) is not None:
-                r.number(limit, attr, where)
+                v = r.number(limit, attr, where)
+                if v < 0.0:
+                    r.fail(where, f"<limit {attr}> must be >= 0, got {v}")
+                if v > 0.0:  # 0 is how many files say "not given"
+                    j.dynamics[key] = v
+    if jtype == "continuous" and limit is not None and (limit.get("lower") or limit.get("upper")) is not None:
+        r.warner.add("continuous joint with <limit lower upper>", where, "limited as PyBullet limits it",
+                     verb="tolerated")
+        jtype = "revolute"
     if jtype in ("revolute", "prismatic"):
         if limit is None:
             r.fail(where, f"a {jtype} joint needs a <limit> (use type 'continuous' for an unlimited hinge)")
-        lower, upper = r.number(limit, "lower", where, 0.0), r.number(limit, "upper", where, 0.0)
-        if lower > upper:
-            r.fail(where, f"<limit> lower {lower} > upper {upper}")
-    add = builder.add_joint_prismatic if jtype == "prismatic" else builder.add_joint_revolute
-    return _wrap(r, where, add, p, c, origin, None, axis, limit_lower=lower, limit_upper=upper, limit_ke=limit_ke,
-                 limit_kd=limit_kd, target_ke=target_ke, target_kd=target_kd, collide_parent=collide_parent,
-                 label=name)
+        if limit.get("lower") is None and limit.get("upper") is None:  # PyBullet reads this as no limit
+            r.warner.add("<limit> without lower and upper", where, "read as no limit (PyBullet's reading; the "
+                         "URDF standard would lock the joint at 0)", verb="tolerated")
+        else:
+            lower, upper = r.number(limit, "lower", where, 0.0), r.number(limit, "upper", where, 0.0)
+            if lower > upper:
+                r.warner.add("<limit> with lower > upper", f"{where} ({lower}, {upper})",
+                             "read as no limit (Bullet's convention)", verb="tolerated")
+            else:
+                j.lower, j.upper = lower, upper
+    dyn = r.one(el, "dynamics", where)
+    if dyn is not None:
+        for attr, key in (("damping", "damping"), ("friction", "friction")):
+            if dyn.get(attr) is not None:
+                v = r.number(dyn, attr, where)
+                if v < 0.0:
+                    r.fail(where, f"<dynamics {attr}> must be >= 0, got {v}")
+                j.dynamics[key] = v
+    mimic = r.one(el, "mimic", where)
+    if mimic is not None:
+        j.mimic = (r.attr(mimic, "joint", where), r.number(mimic, "multiplier", where, 1.0),
+                   r.number(mimic, "offset", where, 0.0))
+    return j
 
 
-__all__ = ["UrdfError", "UrdfImport", "add_urdf", "read_obj", "read_stl"]
+__all__ = ["UrdfError", "UrdfImport", "add_urdf", "parse_urdf", "read_obj", "read_stl"]

@@ -8,8 +8,10 @@ capsules and cylinders along Z, meshes unscaled with their scale op; one ``UsdSh
 ``MaterialAPI`` per distinct friction / restitution under ``/world/materials``), and joints under
 ``/world/joints`` (an axis that is not +X/+Y/+Z is written as X with both joint frames turned;
 revolute limits in degrees and drive gains per degree, as USD wants; a free joint as a plain
-``PhysicsJoint`` with no limits). Contact ``ke``/``kd``, collision filters and joint-limit stiffness
-go into custom ``inertia:*`` attributes so that the import restores them. USD stores joint frames,
+``PhysicsJoint`` with no limits). Bodies excluded from colliding with each other (beyond a joint's
+parent and child) get ``FilteredPairsAPI``. Contact ``ke``/``kd``, collision filters, joint-limit
+stiffness and mimic couplings go into custom ``inertia:*`` data so that the import restores them.
+Visual geometry is the recorder's (:class:`inertia.UsdRecorder`), not written here. USD stores joint frames,
 mass properties and mesh points in float32.
 """
 
@@ -59,6 +61,9 @@ def _scene_from_builder(b) -> dict:
         joint_limit_ke=per_joint(b.joint_limit_ke), joint_limit_kd=per_joint(b.joint_limit_kd),
         joint_target_ke=per_joint(b.joint_target_ke), joint_target_kd=per_joint(b.joint_target_kd),
         joint_collide_parent=list(b.joint_collide_parent),
+        body_exclude=[(a, o) for a, entry in enumerate(b.body_collision_exclude) for o in entry],
+        joint_mimic=[(j, s, m, o) for j, (s, m, o) in enumerate(zip(b.joint_mimic_joint, b.joint_mimic_multiplier,
+                                                                    b.joint_mimic_offset)) if s >= 0],
     )
 
 
@@ -87,6 +92,7 @@ def _scene_from_model(m) -> dict:
     jtypes = m.joint_type.numpy().tolist()
     collide = [t == JOINT_FREE if p < 0 else c not in excl[offsets[p]:offsets[p + 1]]
                for p, c, t in zip(parents, children, jtypes)]
+    joined = {(p, c) for p, c in zip(parents, children) if p >= 0}
     n_shapes = m.shape_count
     return dict(
         up_axis=m.up_axis, gravity=np_(m.gravity)[0],
@@ -108,6 +114,11 @@ def _scene_from_model(m) -> dict:
         joint_limit_ke=per_joint(m.joint_limit_ke), joint_limit_kd=per_joint(m.joint_limit_kd),
         joint_target_ke=per_joint(m.joint_target_ke), joint_target_kd=per_joint(m.joint_target_kd),
         joint_collide_parent=collide,
+        # excluded body pairs beyond a joint's parent and child (add_collision_exclusion)
+        body_exclude=[(a, int(o)) for a in range(m.body_count) for o in excl[offsets[a]:offsets[a + 1]]
+                      if a < o and (a, o) not in joined and (o, a) not in joined],
+        joint_mimic=[(j, int(src), float(mult), float(off)) for j, (src, mult, off) in enumerate(zip(
+            m.joint_mimic_joint.numpy(), m.joint_mimic_multiplier.numpy(), m.joint_mimic_offset.numpy())) if src >= 0],
     )
 
 
@@ -184,8 +195,18 @@ def stage_from(source, state=None) -> Usd.Stage:
         path = f"{body_paths[b]}/{name}" if b >= 0 else f"/world/static/{name}"
         _write_shape(stage, path, sc, s, materials)
 
-    for j, name in enumerate(_unique_names(sc["joint_label"])):
-        _write_joint(stage, f"/world/joints/{name}", sc, j, body_paths)
+    joint_paths = [f"/world/joints/{name}" for name in _unique_names(sc["joint_label"])]
+    for j, path in enumerate(joint_paths):
+        _write_joint(stage, path, sc, j, body_paths)
+    # bodies that never collide: UsdPhysics' filtered pairs; mimic couplings: custom inertia:mimic_* data
+    for a, o in sc["body_exclude"]:
+        api = UsdPhysics.FilteredPairsAPI.Apply(stage.GetPrimAtPath(body_paths[a]))
+        api.CreateFilteredPairsRel().AddTarget(Sdf.Path(body_paths[o]))
+    for j, src, mult, off in sc["joint_mimic"]:
+        prim = stage.GetPrimAtPath(joint_paths[j])
+        prim.CreateRelationship("inertia:mimic_joint", custom=True).SetTargets([Sdf.Path(joint_paths[src])])
+        _set_custom(prim, "mimic_multiplier", float(mult), Sdf.ValueTypeNames.Double)
+        _set_custom(prim, "mimic_offset", float(off), Sdf.ValueTypeNames.Double)
     return stage
 
 

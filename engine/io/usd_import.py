@@ -29,11 +29,12 @@ Import (``builder.add_usd(path_or_stage)`` or ``add_usd(builder, ...)``):
   (a target inside a rigid body's subtree belongs to that body, any other target is the world);
   ``axis`` X/Y/Z; ``DriveAPI`` ``angular`` / ``linear`` ``stiffness`` / ``damping`` -> ``target_ke`` /
   ``target_kd`` (USD's angular gains are per degree); ``collisionEnabled`` -> ``collide_parent``.
-- Engine-specific values (contact ``ke``/``kd``, collision filters, limit stiffness) round-trip as
-  custom ``inertia:*`` attributes. Everything else that is authored but not simulated (D6 and
-  distance joints, drive targets and force limits, break forces, cone limits, static friction that
-  differs from dynamic, articulation roots, filtered pairs, collision groups, other geometry) is
-  reported by one :class:`UsdImportWarning` per prim and feature, also listed in ``result.warnings``.
+- ``FilteredPairsAPI`` between rigid bodies -> bodies that never collide (``add_collision_exclusion``).
+- Engine-specific values (contact ``ke``/``kd``, collision filters, limit stiffness, mimic couplings:
+  ``inertia:mimic_joint`` / ``mimic_multiplier`` / ``mimic_offset``) round-trip as custom ``inertia:*``
+  data. Everything else that is authored but not simulated (D6 and distance joints, drive targets and force limits, break forces, cone limits, static friction that
+  differs from dynamic, articulation roots, filtered pairs of shapes, collision groups, other geometry)
+  is reported by one :class:`UsdImportWarning` per prim and feature, also listed in ``result.warnings``.
 
 Export (:func:`save_usd` / :func:`stage_from`, in :mod:`inertia.io.usd_export`): a ModelBuilder
 or a Model as a UsdPhysics stage that this import reads back as the same scene.
@@ -197,8 +198,6 @@ def add_usd(builder, source, xform=None, density=None, meters_per_unit=None, up_
     for p in prims:
         if p.HasAPI(UsdPhysics.ArticulationRootAPI):
             log(p, "ArticulationRootAPI ignored: bodies are simulated in maximal coordinates, joints make the trees")
-        if p.HasAPI(UsdPhysics.FilteredPairsAPI):
-            log(p, "FilteredPairsAPI ignored: use collision groups/masks on the shapes")
         if p.IsA(UsdPhysics.CollisionGroup):
             log(p, "CollisionGroup ignored: use collision groups/masks on the shapes")
 
@@ -219,6 +218,23 @@ def add_usd(builder, source, xform=None, density=None, meters_per_unit=None, up_
             j = _add_joint(builder, s, p, result.bodies, poses)
             if j is not None:
                 result.joints[str(p.GetPath())] = j
+    for p in prims:  # filtered pairs between rigid bodies: bodies that never collide
+        if p.HasAPI(UsdPhysics.FilteredPairsAPI):
+            a = result.bodies.get(str(p.GetPath()))
+            for t in UsdPhysics.FilteredPairsAPI(p).GetFilteredPairsRel().GetTargets():
+                o = result.bodies.get(str(t))
+                if a is None or o is None:
+                    log(p, f"filtered pair with {t} ignored: only pairs of rigid bodies are filtered")
+                elif a != o:
+                    builder.add_collision_exclusion(a, o)
+        rel = p.GetRelationship("inertia:mimic_joint") if p.IsA(UsdPhysics.Joint) else None
+        if rel and rel.GetTargets() and str(p.GetPath()) in result.joints:
+            src = result.joints.get(str(rel.GetTargets()[0]))
+            if src is None:
+                log(p, f"inertia:mimic_joint {rel.GetTargets()[0]} is not an imported joint: ignored")
+            else:
+                _wrap(s, p, builder.set_joint_mimic, result.joints[str(p.GetPath())], src,
+                      _custom(p, "mimic_multiplier") or 1.0, _custom(p, "mimic_offset") or 0.0)
     return result
 
 

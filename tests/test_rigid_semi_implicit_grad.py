@@ -221,7 +221,11 @@ def test_bad_joint_attachment_gains_are_refused(name, value):
     body = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1))
     b.add_joint_ball(-1, body)
     setattr(b, name, value)
+    with pytest.raises(ValueError, match=f"builder.{name} must be"):  # at finalize, where it was set
+        b.finalize(device=DEVICE)
+    setattr(b, name, 1.0)
     model = b.finalize(device=DEVICE)
+    setattr(model, name, value)  # or edited into the model afterwards: the solver checks again
     with pytest.raises(ValueError, match=f"model.{name} must be a finite number >= 0"):
         inertia.SemiImplicitSolver(model)
 

@@ -13,7 +13,8 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 
 import warp as wp
 
-from .tetrahedra import damped_multiplier_step
+from .. import step_data
+from .compliance import damped_multiplier_step
 
 
 @wp.func
@@ -24,16 +25,20 @@ def _membrane_grads(p0: wp.vec3, p1: wp.vec3, dm: wp.mat22):
 
 @wp.kernel
 def solve_triangle_constraints_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     indices: wp.array2d(dtype=wp.int32),
     poses: wp.array(dtype=wp.mat22),
     areas: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
-    scale: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    x: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=wp.vec2),
+    # In:
+    scale: wp.array(dtype=float),
     dt: float,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     lambda_out: wp.array(dtype=wp.vec2),
 ):
@@ -87,14 +92,14 @@ def solve_triangle_constraints_kernel(
     lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dla)
 
 
-def solve_triangle_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
+@step_data.stage("triangles")
+def solve_triangle_constraints(model, data, k: int) -> None:
+    """Stage: every triangle's stretch and area constraint on particle iterate k."""
     if model.tri_count == 0:
         return
-    wp.launch(
-        solve_triangle_constraints_kernel,
-        dim=model.tri_count,
-        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.tri_indices, model.tri_poses,
-                model.tri_areas, model.tri_materials, scale, lambda_in, dt],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+    rows = data.buffers.rows
+    wp.launch(solve_triangle_constraints_kernel, dim=model.tri_count, device=model.device,
+              inputs=[model.particle_inv_mass, model.tri_indices, model.tri_poses, model.tri_areas,
+                      model.tri_materials, data.state_in.particle_q, rows.x[k], rows.tri_lambda[k],
+                      data.solver.scales["tri"], data.dt],
+              outputs=[rows.delta[k], rows.tri_lambda[k + 1]])

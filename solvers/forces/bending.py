@@ -7,6 +7,8 @@ two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
 
 import warp as wp
 
+from .. import step_data
+
 
 @wp.func
 def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
@@ -43,11 +45,14 @@ def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
 
 @wp.kernel
 def bending_forces_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     indices: wp.array2d(dtype=wp.int32),
     rest_angle: wp.array(dtype=float),
     properties: wp.array2d(dtype=float),
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
@@ -66,14 +71,12 @@ def bending_forces_kernel(
     wp.atomic_add(f, l, d4 * s)
 
 
-def eval_bending_forces(model, state, particle_f) -> None:
+@step_data.stage("bending", writes=lambda data: {"particle_f": data.state_out.particle_f})
+def eval_bending_forces(model, data) -> None:
+    """Stage: the forces of every bending edge at ``state_in``, added to ``state_out.particle_f``."""
     if model.edge_count == 0:
         return
-    wp.launch(
-        bending_forces_kernel,
-        dim=model.edge_count,
-        inputs=[state.particle_q, state.particle_qd, model.edge_indices, model.edge_rest_angle,
-                model.edge_bending_properties],
-        outputs=[particle_f],
-        device=model.device,
-    )
+    state = data.state_in
+    wp.launch(bending_forces_kernel, dim=model.edge_count, device=model.device,
+              inputs=[model.edge_indices, model.edge_rest_angle, model.edge_bending_properties, state.particle_q, state.particle_qd],
+              outputs=[data.state_out.particle_f])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .kernel_args import ArgBundle
 from .types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 
@@ -40,18 +41,8 @@ class JointTopology:
     qd_start: wp.array(dtype=wp.int32)  # offset into State.joint_qd (and the per-dof arrays)
 
 
-def joint_topology(model) -> JointTopology:
-    """The :class:`JointTopology` of ``model``'s joint arrays (a host-side struct: build it outside kernels)."""
-    j = JointTopology()
-    j.type = model.joint_type
-    j.parent = model.joint_parent
-    j.child = model.joint_child
-    j.X_p = model.joint_X_p
-    j.X_c = model.joint_X_c
-    j.axis = model.joint_axis
-    j.q_start = model.joint_q_start
-    j.qd_start = model.joint_qd_start
-    return j
+# joint_topology(model): the JointTopology of model.joint_*
+joint_topology = ArgBundle(JointTopology, "joint_")
 
 
 @wp.func

@@ -15,11 +15,10 @@ import math
 
 import warp as wp
 
-from ..integrators import integrate_bodies as integrate_body_step
-from ..integrators import integrate_particles as integrate_particle_step
+from ..integrators import integrate_bodies, integrate_particles
+from ..schema import STATE_CHECKPOINT
 from .forces import (
-    apply_control_forces,
-    apply_control_wrenches,
+    apply_controls,
     eval_bending_forces,
     eval_body_contact_forces,
     eval_joint_forces,
@@ -39,19 +38,12 @@ SEMI_IMPLICIT_BUFFERS = StepBufferSpec(
 )
 
 
-@stage("integrate", writes=lambda data: {"particle_q": data.state_out.particle_q,
-                                         "particle_qd": data.state_out.particle_qd})
-def integrate_particles(model, data) -> None:
-    """Stage: symplectic Euler of the particles under ``state_out.particle_f`` and gravity, into ``state_out``."""
-    out = data.state_out
-    integrate_particle_step(model, data.state_in, out.particle_f, data.dt, out.particle_q, out.particle_qd)
-
-
-@stage("integrate", writes=lambda data: {"body_q": data.state_out.body_q, "body_qd": data.state_out.body_qd})
-def integrate_bodies(model, data) -> None:
-    """Stage: symplectic Euler of the bodies under ``state_out.body_f`` and gravity, into ``state_out``."""
-    out = data.state_out
-    integrate_body_step(model, data.state_in, out.body_f, data.dt, out.body_q, out.body_qd)
+@stage("integrate", writes=lambda data: {name: getattr(data.state_out, name) for name in STATE_CHECKPOINT})
+def integrate(model, data) -> None:
+    """Stage: symplectic Euler of particles and bodies under ``state_out.particle_f`` / ``body_f`` and gravity."""
+    state, out, dt = data.state_in, data.state_out, data.dt
+    integrate_particles(model, state, out.particle_f, dt, out.particle_q, out.particle_qd)
+    integrate_bodies(model, state, out.body_f, dt, out.body_q, out.body_qd)
 
 
 class SemiImplicitSolver(SolverBase):
@@ -90,8 +82,7 @@ class SemiImplicitSolver(SolverBase):
         model = self.model
         data = self.begin_step(state_in, state_out, control, contacts, dt)
 
-        apply_control_forces(model, data)
-        apply_control_wrenches(model, data)
+        apply_controls(model, data)
         eval_spring_forces(model, data)
         eval_triangle_forces(model, data)
         eval_bending_forces(model, data)
@@ -100,8 +91,7 @@ class SemiImplicitSolver(SolverBase):
         eval_body_contact_forces(model, data)
         eval_particle_shape_contact_forces(model, data)
         eval_particle_pair_contact_forces(model, data)
-        integrate_particles(model, data)
-        integrate_bodies(model, data)
+        integrate(model, data)
         update_joint_coordinates(model, data)
 
         self.step_count += 1

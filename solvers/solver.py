@@ -22,12 +22,14 @@ import warp as wp
 
 from ..autodiff.tape import guard_step
 from ..collision.contact_geometry import rigid_contacts
-from ..collision.contact_sink import pair_list
+from ..collision.contact_sink import particle_pairs
 from ..collision.particle_shape import soft_contacts
 from ..collision.sdf import shape_geometry
 from ..diagnostics import check_finite as _check_finite
+from ..kernel_args import BundleCache
 from ..kinematics import eval_ik, joint_topology
-from .step_data import StepBuffers, StepBufferSpec, StepData, StructCache, stage
+from .forces.contact import penalty_law
+from .step_data import StepBuffers, StepBufferSpec, StepData, stage
 
 
 # (array, what its length counts) of a State and a Control
@@ -36,25 +38,6 @@ _STATE_SIZES = (("particle_q", "particle"), ("particle_qd", "particle"), ("parti
                 ("joint_q", "joint_q"), ("joint_qd", "joint_qd"))
 _CONTROL_SIZES = (("particle_f", "particle"), ("body_f", "body"), ("joint_target_pos", "joint_qd"),
                   ("joint_target_vel", "joint_qd"), ("joint_f", "joint_qd"))
-
-
-# the model and Contacts attributes the kernel structs bundle (rebuilt when one of them is replaced)
-_MODEL_STRUCT_FIELDS = ("shape_body", "shape_transform", "shape_type", "shape_scale", "shape_source_ptr",
-                        "shape_radius", "joint_type", "joint_parent", "joint_child", "joint_X_p", "joint_X_c",
-                        "joint_axis", "joint_q_start", "joint_qd_start")
-_CONTACT_STRUCT_FIELDS = ("rigid_contact_max", "rigid_contact_count", "rigid_contact_shape0", "rigid_contact_shape1",
-                          "rigid_contact_point0", "rigid_contact_thickness0", "rigid_contact_normal1",
-                          "soft_contact_max", "soft_contact_count", "soft_contact_particle", "soft_contact_shape",
-                          "particle_pair_max", "particle_pair_count", "particle_pair")
-
-
-def _model_structs(model) -> tuple:
-    return shape_geometry(model), joint_topology(model)
-
-
-def _contact_structs(contacts) -> tuple:
-    return (rigid_contacts(contacts), soft_contacts(contacts),
-            pair_list(contacts.particle_pair_max, contacts.particle_pair_count, contacts.particle_pair))
 
 
 class SolverBase:
@@ -75,8 +58,9 @@ class SolverBase:
         self.step_count = 0  # steps taken by this solver (used in error reports)
         # drive targets and efforts of a step taken without a Control (allocated once: step() allocates nothing)
         self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
-        self._model_structs = StructCache(_model_structs, _MODEL_STRUCT_FIELDS)
-        self._contact_structs = StructCache(_contact_structs, _CONTACT_STRUCT_FIELDS)
+        # the kernel structs of the model and of each Contacts a step gets (inertia.kernel_args)
+        self._bundles = tuple(BundleCache(b) for b in (shape_geometry, joint_topology, penalty_law, rigid_contacts,
+                                                       soft_contacts, particle_pairs))
         self._sizes = {}
 
     # ------------------------------------------------------------------------------------------ step buffers
@@ -119,10 +103,12 @@ class SolverBase:
     def begin_step(self, state_in, state_out, control, contacts, dt) -> StepData:
         """Check the step's inputs and return the :class:`StepData` its stages share."""
         self._validate(state_in, state_out, control, contacts, dt)
-        shapes, joints = self._model_structs.get(self.model)
-        rigid, soft, pairs = (None, None, None) if contacts is None else self._contact_structs.get(contacts)
+        shapes, joints, law, rigid, soft, pairs = self._bundles
+        shapes, joints, law = shapes.get(self.model), joints.get(self.model), law.get(self.model)
+        rigid, soft, pairs = (None, None, None) if contacts is None else (rigid.get(contacts), soft.get(contacts),
+                                                                          pairs.get(contacts))
         data = StepData(state_in, state_out, control, contacts, dt, self.step_buffers(state_out, contacts), self,
-                        shapes, joints, rigid, soft, pairs)
+                        shapes, joints, law, rigid, soft, pairs)
         if self.check_finite:
             _check_finite("input", self.step_count, particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
                           body_q=state_in.body_q, body_qd=state_in.body_qd)

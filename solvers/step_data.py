@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -107,19 +106,20 @@ class StepData:
 
     ``state_in`` / ``state_out`` / ``control`` / ``contacts`` / ``dt`` [s]: the step's arguments;
     ``buffers``: the step's :class:`StepBuffers` (on ``state_out``); ``solver``: the solver (its
-    settings); ``shapes`` / ``joints``: the kernel structs of the model's shapes and joints;
+    settings); ``shapes`` / ``joints`` / ``penalty_law``: the kernel structs of the model's shapes, joints
+    and penalty contact settings;
     ``rigid_contacts`` / ``soft_contacts`` / ``particle_pairs``: those of ``contacts``' lists (None
     without contacts); ``check_finite``, ``step_index``: for the finite checks of :func:`stage`.
     """
 
     __slots__ = ("state_in", "state_out", "control", "contacts", "dt", "buffers", "solver", "shapes", "joints",
-                 "rigid_contacts", "soft_contacts", "particle_pairs", "check_finite", "step_index")
+                 "penalty_law", "rigid_contacts", "soft_contacts", "particle_pairs", "check_finite", "step_index")
 
-    def __init__(self, state_in, state_out, control, contacts, dt, buffers, solver, shapes, joints, rigid_contacts,
-                 soft_contacts, particle_pairs):
+    def __init__(self, state_in, state_out, control, contacts, dt, buffers, solver, shapes, joints, penalty_law,
+                 rigid_contacts, soft_contacts, particle_pairs):
         self.state_in, self.state_out, self.control, self.contacts = state_in, state_out, control, contacts
         self.dt, self.buffers, self.solver = dt, buffers, solver
-        self.shapes, self.joints = shapes, joints
+        self.shapes, self.joints, self.penalty_law = shapes, joints, penalty_law
         self.rigid_contacts, self.soft_contacts, self.particle_pairs = rigid_contacts, soft_contacts, particle_pairs
         self.check_finite, self.step_index = solver.check_finite, solver.step_count
 
@@ -151,24 +151,3 @@ def stage(name: str, writes=None):
         return run
 
     return declare
-
-
-class StructCache:
-    """Kernel structs built from objects' arrays, one per object, rebuilt only when an array was replaced.
-
-    ``build(source)`` makes the struct; ``fields`` names the attributes of ``source`` it holds. Checking
-    them costs attribute reads, building a struct ~10 us of Python (and a launch packs one struct
-    faster than the arrays it bundles). Entries go with their objects (weak keys): a rollout's
-    per-step contacts each get theirs.
-    """
-
-    def __init__(self, build, fields: tuple):
-        self.build, self.fields = build, fields
-        self.entries = weakref.WeakKeyDictionary()
-
-    def get(self, source):
-        arrays = tuple(getattr(source, f) for f in self.fields)
-        entry = self.entries.get(source)
-        if entry is None or any(a is not b for a, b in zip(arrays, entry[0])):
-            entry = self.entries[source] = (arrays, self.build(source))
-        return entry[1]

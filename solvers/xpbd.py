@@ -32,10 +32,7 @@ import math
 
 import warp as wp
 
-from ..integrators import predict_bodies as predict_body_step
-from ..integrators import predict_positions as predict_particle_step
-from ..integrators import update_body_velocities as update_body_velocity_step
-from ..integrators import update_velocities as update_velocity_step
+from ..integrators import predict_bodies, predict_positions, update_body_velocities, update_velocities
 from .constraints import (
     apply_body_corrections,
     apply_corrections,
@@ -57,7 +54,7 @@ from .constraints import (
 )
 from .constraints.joints import vec8 as joint_multipliers
 from .constraints.restitution import contact_velocity_row
-from .forces import apply_control_forces, apply_control_wrenches
+from .forces import apply_controls
 from .solver import SolverBase, update_joint_coordinates
 from .step_data import Buffer, StepBufferSpec, stage
 
@@ -92,35 +89,23 @@ XPBD_BUFFERS = StepBufferSpec(
 
 
 # ---------------------------------------------------------------------------------------------- integration stages
-@stage("predict", writes=lambda data: {"x": data.buffers.rows.x[0]})
-def predict_positions(model, data) -> None:
-    """Stage: the particles' unconstrained positions (iterate 0) under gravity and ``state_out.particle_f``."""
-    b = data.buffers
-    predict_particle_step(model, data.state_in, data.state_out.particle_f, data.dt, b.rows.x[0], b.particle_qd_pred)
+@stage("predict", writes=lambda data: {"x": data.buffers.rows.x[0], "body_q": data.buffers.rows.body_q[0]})
+def predict(model, data) -> None:
+    """Stage: iterate 0, the particles' and bodies' unconstrained positions and poses after dt under gravity and
+    ``state_out.particle_f`` / ``body_f`` (the symplectic Euler step; its velocities kept aside)."""
+    state, out, b, dt = data.state_in, data.state_out, data.buffers, data.dt
+    predict_positions(model, state, out.particle_f, dt, b.rows.x[0], b.particle_qd_pred)
+    predict_bodies(model, state, out.body_f, dt, b.rows.body_q[0], b.body_qd_pred)
 
 
-@stage("predict", writes=lambda data: {"body_q": data.buffers.rows.body_q[0]})
-def predict_bodies(model, data) -> None:
-    """Stage: the bodies' unconstrained poses (iterate 0) and velocities under ``state_out.body_f`` and gravity."""
-    b = data.buffers
-    predict_body_step(model, data.state_in, data.state_out.body_f, data.dt, b.rows.body_q[0], b.body_qd_pred)
-
-
-@stage("velocity update", writes=lambda data: {"particle_q": data.state_out.particle_q,
-                                               "particle_qd": data.state_out.particle_qd})
-def update_velocities(model, data) -> None:
-    """Stage: the solved particle positions and the velocities they imply into ``state_out``."""
-    out = data.state_out
-    update_velocity_step(model, data.state_in, data.buffers.rows.x[-1], data.dt, out.particle_q, out.particle_qd)
-
-
-@stage("velocity update")
-def update_body_velocities(model, data) -> None:
-    """Stage: the solved poses into ``state_out.body_q``, the velocities they imply into velocity iterate 0
-    (the restitution pass starts from them)."""
-    rows = data.buffers.rows
-    update_body_velocity_step(model, rows.body_q[0], data.buffers.body_qd_pred, rows.body_q[-1], data.dt,
-                              data.state_out.body_q, rows.body_qd[0])
+@stage("velocity update", writes=lambda data: {n: getattr(data.state_out, n) for n in ("particle_q", "particle_qd")})
+def recover_velocities(model, data) -> None:
+    """Stage: the solved positions and poses into ``state_out``, the velocities they imply into
+    ``state_out.particle_qd`` and velocity iterate 0 of the bodies (the restitution pass starts from it)."""
+    state, out, b, dt = data.state_in, data.state_out, data.buffers, data.dt
+    rows = b.rows
+    update_velocities(model, state, rows.x[-1], dt, out.particle_q, out.particle_qd)
+    update_body_velocities(model, rows.body_q[0], b.body_qd_pred, rows.body_q[-1], dt, out.body_q, rows.body_qd[0])
 
 
 class XPBDSolver(SolverBase):
@@ -242,11 +227,9 @@ class XPBDSolver(SolverBase):
         model = self.model
         data = self.begin_step(state_in, state_out, control, contacts, dt)
 
-        apply_control_forces(model, data)
-        apply_control_wrenches(model, data)
+        apply_controls(model, data)
         apply_joint_efforts(model, data)
-        predict_positions(model, data)
-        predict_bodies(model, data)
+        predict(model, data)
         count_body_constraints(model, data)
         eval_body_frames(model, data)
         clear_corrections(model, data)
@@ -261,8 +244,7 @@ class XPBDSolver(SolverBase):
             solve_joints(model, data, k)
             apply_corrections(model, data, k)
             apply_body_corrections(model, data, k)
-        update_velocities(model, data)
-        update_body_velocities(model, data)
+        recover_velocities(model, data)
         solve_contact_velocities(model, data)
         update_joint_coordinates(model, data)
 

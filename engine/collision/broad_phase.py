@@ -53,7 +53,8 @@ import numpy as np
 import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
-from .contact_sink import PairList, append_pair, pair_list
+from ..kernel_args import ArgBundle
+from .contact_sink import PairList, append_pair, rigid_pairs
 from .sdf import ShapeGeometry, shape_geometry, shape_world_pose
 
 wp.set_module_options({"enable_backward": False})
@@ -283,24 +284,36 @@ def lower_bound(keys: wp.array(dtype=wp.int64), n: int, key: wp.int64):
     return lo
 
 
+@wp.struct
+class SortedBounds:
+    """The sweep's sorted lists (the broad phase's buffers once sorted): what the pair search reads."""
+
+    keys: wp.array(dtype=wp.int64)  # sorted (world + 1, lower bound along the axis) keys
+    values: wp.array(dtype=wp.int32)  # the shape of each sorted key
+    upper_keys: wp.array(dtype=wp.int64)  # per shape: its (world + 1, upper bound) key
+    aabb_lower: wp.array(dtype=wp.vec3)  # per shape [m]
+    aabb_upper: wp.array(dtype=wp.vec3)
+    sweep_axis: wp.array(dtype=wp.int32)  # [0]: the axis swept along
+
+
+sorted_bounds = ArgBundle(SortedBounds)  # of the model's ShapeBroadPhase buffers
+
+
 @wp.kernel
 def shared_running_max_kernel(
     # Data in:
-    keys: wp.array(dtype=wp.int64),
-    values: wp.array(dtype=wp.int32),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    sweep_axis: wp.array(dtype=wp.int32),
+    sweep: SortedBounds,
     # In:
     n: int,
     # Data out:
     running_upper: wp.array(dtype=float),
 ):
     # one thread: the shared segment (world -1) is usually a handful of static shapes
-    axis = sweep_axis[0]
-    end = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
+    axis = sweep.sweep_axis[0]
+    end = lower_bound(sweep.keys, n, wp.int64(1) << SEGMENT_BITS)
     m = float(-1.0e30)
     for j in range(end):
-        m = wp.max(m, aabb_upper[values[j]][axis])
+        m = wp.max(m, sweep.aabb_upper[sweep.values[j]][axis])
         running_upper[j] = m
 
 
@@ -315,12 +328,7 @@ def sweep_kernel(
     # Model:
     f: ShapeFilter,
     # Data in:
-    keys: wp.array(dtype=wp.int64),
-    values: wp.array(dtype=wp.int32),
-    upper_keys: wp.array(dtype=wp.int64),
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    sweep_axis: wp.array(dtype=wp.int32),
+    sweep: SortedBounds,
     running_upper: wp.array(dtype=float),
     # In:
     n: int,
@@ -328,6 +336,10 @@ def sweep_kernel(
     out: PairList,
 ):
     i = wp.tid()
+    keys = sweep.keys
+    values = sweep.values
+    aabb_lower = sweep.aabb_lower
+    aabb_upper = sweep.aabb_upper
     key = keys[i]
     if key >= NOT_SWEPT:
         return
@@ -336,7 +348,7 @@ def sweep_kernel(
     hi = aabb_upper[a]
     # same segment (world), later in the sort: a later lower bound beyond our upper bound ends the sweep;
     # the next segment's keys are all larger than ours, so it ends there too
-    stop = upper_keys[a]
+    stop = sweep.upper_keys[a]
     j = i + 1
     while j < n:
         if keys[j] > stop:
@@ -351,7 +363,7 @@ def sweep_kernel(
     # a shape of a world >= 0 against the shared segment (world -1, sorted first): every shared shape whose
     # lower bound is below our upper bound, walking down until no earlier upper bound can reach our lower one
     shared = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
-    axis = sweep_axis[0]
+    axis = sweep.sweep_axis[0]
     j = lower_bound(keys, shared, (stop & LOW_MASK) + wp.int64(1)) - 1
     while j >= 0:
         if running_upper[j] < lo[axis]:
@@ -506,7 +518,7 @@ def detect_shape_pairs(model, state, contacts) -> None:
         return
     n, dev = model.shape_count, model.device
     shapes = shape_geometry(model)
-    out = pair_list(contacts.rigid_pair_max, contacts.rigid_pair_count, contacts.rigid_pair)
+    out = rigid_pairs(contacts)
     bp.centre_moments.zero_()
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
               inputs=[shapes, model.shape_flags, model.shape_world, state.body_q, model.rigid_contact_margin],
@@ -526,9 +538,8 @@ def detect_shape_pairs(model, state, contacts) -> None:
         wp.copy(bp.values, bp.values, dest_offset=0, src_offset=n, count=n)
     else:
         wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
-    wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False,
-              inputs=[bp.keys, bp.values, bp.aabb_upper, bp.sweep_axis, n], outputs=[bp.running_upper])
-    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[bp.filter, bp.keys, bp.values, bp.upper_keys, bp.aabb_lower, bp.aabb_upper, bp.sweep_axis,
-                      bp.running_upper, n],
+    sweep = sorted_bounds(bp)
+    wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False, inputs=[sweep, n],
+              outputs=[bp.running_upper])
+    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.filter, sweep, bp.running_upper, n],
               outputs=[out])

@@ -11,6 +11,7 @@ their depth is measured along it, to the box's supporting plane.
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import GEO_BOX
 from .sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
 
@@ -29,17 +30,8 @@ class RigidContacts:
     normal1: wp.array(dtype=wp.vec3)  # fixed normal in shape 1's frame (box-box), zero otherwise
 
 
-def rigid_contacts(contacts) -> RigidContacts:
-    """The :class:`RigidContacts` of ``contacts``' ``rigid_contact_*`` buffers."""
-    r = RigidContacts()
-    r.capacity = contacts.rigid_contact_max
-    r.count = contacts.rigid_contact_count
-    r.shape0 = contacts.rigid_contact_shape0
-    r.shape1 = contacts.rigid_contact_shape1
-    r.point0 = contacts.rigid_contact_point0
-    r.thickness0 = contacts.rigid_contact_thickness0
-    r.normal1 = contacts.rigid_contact_normal1
-    return r
+# rigid_contacts(contacts): the RigidContacts of contacts.rigid_contact_*
+rigid_contacts = ArgBundle(RigidContacts, "rigid_contact_", capacity="rigid_contact_max")
 
 
 @wp.func

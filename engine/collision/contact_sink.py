@@ -2,6 +2,7 @@
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from .contact_geometry import RigidContacts, rigid_contacts
 
 
@@ -48,9 +49,6 @@ def append_pair(out: PairList, a: int, b: int):
         out.pairs[slot] = wp.vec2i(wp.min(a, b), wp.max(a, b))
 
 
-def pair_list(capacity: int, count, pairs) -> PairList:
-    out = PairList()
-    out.capacity = capacity
-    out.count = count
-    out.pairs = pairs
-    return out
+# the PairLists of Contacts: the broad phase's shape pairs, the particle pairs
+rigid_pairs = ArgBundle(PairList, capacity="rigid_pair_max", count="rigid_pair_count", pairs="rigid_pair")
+particle_pairs = ArgBundle(PairList, capacity="particle_pair_max", count="particle_pair_count", pairs="particle_pair")

@@ -18,7 +18,8 @@ over the buckets instead of piling into the same ones.
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
-from .contact_sink import PairList, append_pair, pair_list
+from ..kernel_args import ArgBundle
+from .contact_sink import PairList, append_pair, particle_pairs
 
 # Detection only selects pairs (the force kernels recompute the geometry and carry the gradients): its
 # kernels are launched off the tape and need no adjoints.
@@ -161,15 +162,7 @@ class SortedParticles:
     dim: int  # buckets per axis
 
 
-def sorted_particles(grid) -> SortedParticles:
-    s = SortedParticles()
-    s.keys = grid.keys
-    s.ids = grid.ids
-    s.bucket_slots = grid.bucket_slots
-    s.xr = grid.sorted_xr
-    s.cell = grid.sorted_cell
-    s.dim = grid.grid_dim
-    return s
+sorted_particles = ArgBundle(SortedParticles, xr="sorted_xr", cell="sorted_cell", dim="grid_dim")  # of a cell list
 
 
 @wp.struct
@@ -180,6 +173,9 @@ class PairFilter:
     exclusion_offsets: wp.array(dtype=wp.int32)
     exclusions: wp.array(dtype=wp.int32)
     margin: float  # [m] beyond the sum of the radii
+
+
+pair_filter = ArgBundle(PairFilter, "particle_", margin="contact_margin")  # of a model
 
 
 @wp.func
@@ -339,10 +335,5 @@ def detect_particle_pairs(model, state, contacts) -> None:
         return  # point particles without margin: no distance is below a reach of 0
     grid = particle_cell_list(model, contacts)
     grid.build(state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, cell_width)
-    keep = PairFilter()
-    keep.exclusion_offsets = model.particle_exclusion_offsets
-    keep.exclusions = model.particle_exclusions
-    keep.margin = model.contact_margin
     wp.launch(detect_particle_pairs_kernel, dim=model.particle_count, device=model.device, record_tape=False,
-              inputs=[keep, sorted_particles(grid)],
-              outputs=[pair_list(contacts.particle_pair_max, contacts.particle_pair_count, contacts.particle_pair)])
+              inputs=[pair_filter(model), sorted_particles(grid)], outputs=[particle_pairs(contacts)])

@@ -10,6 +10,7 @@ distances, and make the force act on the shape's body too.
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE, SHAPE_FLAG_COLLIDE_PARTICLES
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at, shape_world_pose
 
@@ -24,14 +25,8 @@ class SoftContacts:
     shape: wp.array(dtype=wp.int32)
 
 
-def soft_contacts(contacts) -> SoftContacts:
-    """The :class:`SoftContacts` of ``contacts``' ``soft_contact_*`` buffers."""
-    out = SoftContacts()
-    out.capacity = contacts.soft_contact_max
-    out.count = contacts.soft_contact_count
-    out.particle = contacts.soft_contact_particle
-    out.shape = contacts.soft_contact_shape
-    return out
+# soft_contacts(contacts): the SoftContacts of contacts.soft_contact_*
+soft_contacts = ArgBundle(SoftContacts, "soft_contact_", capacity="soft_contact_max")
 
 
 @wp.kernel

@@ -11,6 +11,7 @@ its body's pose when it has one).
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 
 
@@ -135,16 +136,8 @@ class ShapeGeometry:
     radius: wp.array(dtype=float)  # bounding sphere about the shape's origin [m] (0 for planes)
 
 
-def shape_geometry(model) -> ShapeGeometry:
-    """The :class:`ShapeGeometry` of ``model``'s shape arrays (a host-side struct: build it outside kernels)."""
-    g = ShapeGeometry()
-    g.body = model.shape_body
-    g.transform = model.shape_transform
-    g.type = model.shape_type
-    g.scale = model.shape_scale
-    g.source_ptr = model.shape_source_ptr
-    g.radius = model.shape_radius
-    return g
+# shape_geometry(model): the ShapeGeometry of model.shape_*
+shape_geometry = ArgBundle(ShapeGeometry, "shape_")
 
 
 @wp.func

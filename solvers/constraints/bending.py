@@ -8,8 +8,8 @@ is (1 / 2 alpha) C^2. Damping gamma = alpha ``edge_kd`` / dt.
 import warp as wp
 
 from ..forces.bending import dihedral_angle_gradient
-from .. import step_data
 from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
 
 
 @wp.kernel
@@ -61,14 +61,6 @@ def solve_bending_constraints_kernel(
     lambda_out[t] = lam + dlam
 
 
-@step_data.stage("bending")
-def solve_bending_constraints(model, data, k: int) -> None:
-    """Stage: every bending edge's dihedral constraint on particle iterate k."""
-    if model.edge_count == 0:
-        return
-    rows = data.buffers.rows
-    wp.launch(solve_bending_constraints_kernel, dim=model.edge_count, device=model.device,
-              inputs=[model.particle_inv_mass, model.edge_indices, model.edge_rest_angle,
-                      model.edge_bending_properties, data.state_in.particle_q, rows.x[k], rows.edge_lambda[k],
-                      data.solver.scales["edge"], data.dt],
-              outputs=[rows.delta[k], rows.edge_lambda[k + 1]])
+solve_bending_constraints = element_constraint_stage(
+    "bending", solve_bending_constraints_kernel, "edge_count",
+    ("edge_indices", "edge_rest_angle", "edge_bending_properties"), "edge_lambda", "edge")

@@ -23,6 +23,7 @@ read by the contacts (:func:`cached_body_frame`).
 import warp as wp
 
 from .. import step_data
+from ..forces.body_dynamics import rotated_inertia
 
 
 @wp.struct
@@ -38,8 +39,7 @@ class BodyFrame:
 @wp.func
 def world_frame(pose: wp.transform, com: wp.vec3, inv_inertia: wp.mat33, split: float):
     """(centre of mass in world, split world inverse inertia) of a body at ``pose``."""
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
-    return wp.transform_point(pose, com), rot * inv_inertia * wp.transpose(rot) * split
+    return wp.transform_point(pose, com), rotated_inertia(pose, inv_inertia) * split
 
 
 @wp.func

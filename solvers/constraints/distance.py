@@ -18,7 +18,8 @@ pass. A spring with ke <= 0 is inactive.
 
 import warp as wp
 
-from .. import step_data
+from .jacobi import element_constraint_stage
+
 
 
 @wp.kernel
@@ -64,14 +65,6 @@ def solve_distance_constraints_kernel(
     lambda_out[c] = lam + dlam
 
 
-@step_data.stage("springs")
-def solve_distance_constraints(model, data, k: int) -> None:
-    """Stage: every spring's distance constraint on particle iterate k."""
-    if model.spring_count == 0:
-        return
-    rows = data.buffers.rows
-    wp.launch(solve_distance_constraints_kernel, dim=model.spring_count, device=model.device,
-              inputs=[model.particle_inv_mass, model.spring_indices, model.spring_rest_length,
-                      model.spring_stiffness, model.spring_damping, data.state_in.particle_q, rows.x[k],
-                      rows.spring_lambda[k], data.solver.scales["spring"], data.dt],
-              outputs=[rows.delta[k], rows.spring_lambda[k + 1]])
+solve_distance_constraints = element_constraint_stage(
+    "springs", solve_distance_constraints_kernel, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", "spring")

@@ -144,6 +144,33 @@ def count_body_constraints(model, data) -> None:
     split_factors(model, data.solver.split_exponent, b.split)
 
 
+# ---------------------------------------------------------------------------------------------- element constraints
+def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multipliers: str, scale: str):
+    """The stage ``fn(model, data, k)`` of a per-element constraint kernel on particle iterate k.
+
+    The kernel reads ``particle_inv_mass`` and the model arrays named in ``arrays`` (its ``# Model:``
+    group), then the step's start positions, iterate k and the multipliers of iterate k (buffer
+    ``multipliers``), the element's Jacobi scales (``jacobi_scales()[scale]``) and dt, and writes
+    iteration k's corrections and the multipliers of iterate k + 1. ``count``: the model attribute
+    counting the elements.
+    """
+
+    @step_data.stage(name)
+    def solve(model, data, k: int) -> None:
+        n = getattr(model, count)
+        if n == 0:
+            return
+        rows = data.buffers.rows
+        lam = getattr(rows, multipliers)
+        wp.launch(kernel, dim=n, device=model.device,
+                  inputs=[model.particle_inv_mass, *(getattr(model, a) for a in arrays), data.state_in.particle_q,
+                          rows.x[k], lam[k], data.solver.scales[scale], data.dt],
+                  outputs=[rows.delta[k], lam[k + 1]])
+
+    solve.__doc__ = f"Stage: the constraints of every element counted by ``model.{count}`` on particle iterate k."
+    return solve
+
+
 # ---------------------------------------------------------------------------------------------- corrections
 @step_data.stage("clear corrections")
 def clear_corrections(model, data) -> None:
@@ -152,16 +179,33 @@ def clear_corrections(model, data) -> None:
     data.buffers.body_delta.zero_()
 
 
-@wp.kernel
-def apply_corrections_kernel(
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    delta: wp.array(dtype=wp.vec3),
-    # Data out:
-    x_out: wp.array(dtype=wp.vec3),
-):
-    tid = wp.tid()
-    x_out[tid] = x[tid] + delta[tid]
+def _add_corrections_kernel(dtype):
+    """x_out = x + delta elementwise, for one dtype (particle iterates: vec3; body velocities: spatial_vector).
+
+    One definition, one kernel per dtype with a name of its own (Warp 1.19's CPU graph capture replays
+    kernels by name: overloads sharing one would replay as whichever was recorded first).
+    """
+
+    @wp.kernel(name=f"add_corrections_{dtype.__name__}")
+    def add_corrections(
+        # Data in:
+        x: wp.array(dtype=dtype),
+        delta: wp.array(dtype=dtype),
+        # Data out:
+        x_out: wp.array(dtype=dtype),
+    ):
+        tid = wp.tid()
+        x_out[tid] = x[tid] + delta[tid]
+
+    return add_corrections
+
+
+ADD_CORRECTIONS = {dtype: _add_corrections_kernel(dtype) for dtype in (wp.vec3, wp.spatial_vector)}
+
+
+def add_corrections(model, count: int, x, delta, x_out) -> None:
+    """``x_out = x + delta`` over ``count`` entries."""
+    wp.launch(ADD_CORRECTIONS[x.dtype], dim=count, inputs=[x, delta], outputs=[x_out], device=model.device)
 
 
 @step_data.stage("iteration {0}", writes=lambda data, k: {"x": data.buffers.rows.x[k + 1]})
@@ -170,8 +214,7 @@ def apply_corrections(model, data, k: int) -> None:
     if model.particle_count == 0:
         return
     rows = data.buffers.rows
-    wp.launch(apply_corrections_kernel, dim=model.particle_count, inputs=[rows.x[k], rows.delta[k]],
-              outputs=[rows.x[k + 1]], device=model.device)
+    add_corrections(model, model.particle_count, rows.x[k], rows.delta[k], rows.x[k + 1])
 
 
 @wp.kernel

@@ -17,7 +17,7 @@ from ...collision.sdf import ShapeGeometry
 from ...kinematics import body_pose, point_velocity
 from .. import step_data
 from .body_frames import body_frame, start_of_step
-from .jacobi import split_factors
+from .jacobi import add_corrections, split_factors
 
 
 @wp.kernel
@@ -158,18 +158,6 @@ def solve_contact_velocities_kernel(
         wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
 
 
-@wp.kernel
-def add_velocity_corrections_kernel(
-    # Data in:
-    qd: wp.array(dtype=wp.spatial_vector),
-    dqd: wp.array(dtype=wp.spatial_vector),
-    # Data out:
-    qd_out: wp.array(dtype=wp.spatial_vector),
-):
-    b = wp.tid()
-    qd_out[b] = qd[b] + dqd[b]
-
-
 @step_data.stage("velocity update", writes=lambda data: {"body_q": data.state_out.body_q,
                                                          "body_qd": data.state_out.body_qd})
 def solve_contact_velocities(model, data) -> None:
@@ -207,5 +195,4 @@ def solve_contact_velocities(model, data) -> None:
                       inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k]],
                       outputs=[dqd[k]])
         out = qd[k + 1] if k + 1 < iterations else data.state_out.body_qd
-        wp.launch(add_velocity_corrections_kernel, dim=model.body_count, inputs=[qd[k], dqd[k]], outputs=[out],
-                  device=model.device)
+        add_corrections(model, model.body_count, qd[k], dqd[k], out)

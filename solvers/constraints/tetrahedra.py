@@ -19,8 +19,8 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 
 import warp as wp
 
-from .. import step_data
 from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
 
 
 @wp.func
@@ -110,14 +110,6 @@ def solve_tet_constraints_kernel(
     lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dlh)
 
 
-@step_data.stage("tetrahedra")
-def solve_tet_constraints(model, data, k: int) -> None:
-    """Stage: every tet's deviatoric and volumetric constraint on particle iterate k."""
-    if model.tet_count == 0:
-        return
-    rows = data.buffers.rows
-    wp.launch(solve_tet_constraints_kernel, dim=model.tet_count, device=model.device,
-              inputs=[model.particle_inv_mass, model.tet_indices, model.tet_poses, model.tet_volumes,
-                      model.tet_materials, data.state_in.particle_q, rows.x[k], rows.tet_lambda[k],
-                      data.solver.scales["tet"], data.dt],
-              outputs=[rows.delta[k], rows.tet_lambda[k + 1]])
+solve_tet_constraints = element_constraint_stage(
+    "tetrahedra", solve_tet_constraints_kernel, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", "tet")

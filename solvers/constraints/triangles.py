@@ -13,8 +13,8 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 
 import warp as wp
 
-from .. import step_data
 from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
 
 
 @wp.func
@@ -92,14 +92,6 @@ def solve_triangle_constraints_kernel(
     lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dla)
 
 
-@step_data.stage("triangles")
-def solve_triangle_constraints(model, data, k: int) -> None:
-    """Stage: every triangle's stretch and area constraint on particle iterate k."""
-    if model.tri_count == 0:
-        return
-    rows = data.buffers.rows
-    wp.launch(solve_triangle_constraints_kernel, dim=model.tri_count, device=model.device,
-              inputs=[model.particle_inv_mass, model.tri_indices, model.tri_poses, model.tri_areas,
-                      model.tri_materials, data.state_in.particle_q, rows.x[k], rows.tri_lambda[k],
-                      data.solver.scales["tri"], data.dt],
-              outputs=[rows.delta[k], rows.tri_lambda[k + 1]])
+solve_triangle_constraints = element_constraint_stage(
+    "triangles", solve_triangle_constraints_kernel, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", "tri")

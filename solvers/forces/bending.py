@@ -7,7 +7,7 @@ two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
 
 import warp as wp
 
-from .. import step_data
+from .elements import element_force_stage
 
 
 @wp.func
@@ -71,12 +71,5 @@ def bending_forces_kernel(
     wp.atomic_add(f, l, d4 * s)
 
 
-@step_data.stage("bending", writes=lambda data: {"particle_f": data.state_out.particle_f})
-def eval_bending_forces(model, data) -> None:
-    """Stage: the forces of every bending edge at ``state_in``, added to ``state_out.particle_f``."""
-    if model.edge_count == 0:
-        return
-    state = data.state_in
-    wp.launch(bending_forces_kernel, dim=model.edge_count, device=model.device,
-              inputs=[model.edge_indices, model.edge_rest_angle, model.edge_bending_properties, state.particle_q, state.particle_qd],
-              outputs=[data.state_out.particle_f])
+eval_bending_forces = element_force_stage("bending", bending_forces_kernel, "edge_count",
+                                            ("edge_indices", "edge_rest_angle", "edge_bending_properties"))

@@ -39,14 +39,15 @@ from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
 from .. import step_data
 from .body_dynamics import inverse_mass_along, inverse_mass_of, wrench_at
-from .contact import contact_depth, contact_gate, contact_reach, friction_force
+from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, friction_force
 
 
 @wp.func
 def active_contact(body_q: wp.array(dtype=wp.transform), shapes: ShapeGeometry, contacts: RigidContacts, c: int,
-                   margin: float, smoothing: float):
+                   law: PenaltyLaw):
     """Contact ``c``'s geometry at the current poses; its depth is -1e30 when it exerts no force."""
-    g = rigid_contact_geometry(body_q, shapes, contacts, c, margin)
+    g = rigid_contact_geometry(body_q, shapes, contacts, c, law.rigid_contact_margin)
+    smoothing = law.contact_smoothing
     if g.depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and g.depth <= 0.0):
         g.depth = -1.0e30
     return g
@@ -57,8 +58,7 @@ def count_body_contacts_kernel(
     # Model:
     body_inv_mass: wp.array(dtype=float),
     shapes: ShapeGeometry,
-    margin: float,
-    smoothing: float,
+    law: PenaltyLaw,
     # Data in:
     body_q: wp.array(dtype=wp.transform),
     contacts: RigidContacts,
@@ -74,7 +74,7 @@ def count_body_contacts_kernel(
     dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
     if not dynamic0 and not dynamic1:
         return
-    g = active_contact(body_q, shapes, contacts, c, margin, smoothing)
+    g = active_contact(body_q, shapes, contacts, c, law)
     if g.depth == -1.0e30:
         return
     if dynamic0:
@@ -93,9 +93,7 @@ def body_contact_kernel(
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
-    margin: float,
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
     # Data in:
     body_q: wp.array(dtype=wp.transform),
     body_qd: wp.array(dtype=wp.spatial_vector),
@@ -117,9 +115,10 @@ def body_contact_kernel(
     dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
     if not dynamic0 and not dynamic1:
         return
-    g = active_contact(body_q, shapes, contacts, c, margin, smoothing)
+    g = active_contact(body_q, shapes, contacts, c, law)
     if g.depth == -1.0e30:
         return
+    smoothing = law.contact_smoothing
     x = 0.5 * (g.p0 + g.p1)
     v = point_velocity(body_q, body_qd, body_com, b0, x) - point_velocity(body_q, body_qd, body_com, b1, x)
     vn = wp.dot(g.normal, v)
@@ -134,7 +133,7 @@ def body_contact_kernel(
         w_t += float(counts[b0]) * inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b0, x, vt)
     if dynamic1:
         w_t += float(counts[b1]) * inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b1, x, vt)
-    force = g.normal * fn + friction_force(vt, fn, mu, friction_eps, 1.0 / w_t, dt)
+    force = g.normal * fn + friction_force(vt, fn, mu, law.friction_smoothing, 1.0 / w_t, dt)
     if dynamic0:
         wp.atomic_add(body_f, b0, wrench_at(body_q, body_com, b0, force, x))
     if dynamic1:
@@ -154,12 +153,10 @@ def eval_body_contact_forces(model, data) -> None:
     counts, state = data.buffers.body_contact_counts, data.state_in
     counts.zero_()
     wp.launch(count_body_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
-              inputs=[model.body_inv_mass, data.shapes, model.rigid_contact_margin, model.contact_smoothing,
-                      state.body_q, data.rigid_contacts],
+              inputs=[model.body_inv_mass, data.shapes, data.penalty_law, state.body_q, data.rigid_contacts],
               outputs=[counts])
     wp.launch(body_contact_kernel, dim=contacts.rigid_contact_max, device=model.device,
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
-                      model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
-                      model.rigid_contact_margin, model.friction_smoothing, model.contact_smoothing, state.body_q,
-                      state.body_qd, data.rigid_contacts, counts, data.dt],
+                      model.shape_material_ke, model.shape_material_kd, model.shape_material_mu, data.penalty_law,
+                      state.body_q, state.body_qd, data.rigid_contacts, counts, data.dt],
               outputs=[data.state_out.body_f])

@@ -18,12 +18,18 @@ def inverse_mass_of(body_inv_mass: wp.array(dtype=float), b: int):
 
 
 @wp.func
+def rotated_inertia(pose: wp.transform, inertia: wp.mat33):
+    """R I R^T: a body-frame inertia (or inverse inertia) in world, for a body at ``pose``."""
+    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
+    return rot * inertia * wp.transpose(rot)
+
+
+@wp.func
 def world_inverse_inertia(body_q: wp.array(dtype=wp.transform), body_inv_inertia: wp.array(dtype=wp.mat33), b: int):
     """R I^-1 R^T of body ``b`` in world [1/(kg m^2)]; zero for the world."""
     if b < 0:
         return wp.mat33(0.0)
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(body_q[b]))
-    return rot * body_inv_inertia[b] * wp.transpose(rot)
+    return rotated_inertia(body_q[b], body_inv_inertia[b])
 
 
 @wp.func
@@ -44,8 +50,7 @@ def body_inverse_mass_at(
     if b < 0:
         return wp.mat33(0.0)
     pose = body_q[b]
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
-    inv_inertia_w = rot * body_inv_inertia[b] * wp.transpose(rot)
+    inv_inertia_w = rotated_inertia(pose, body_inv_inertia[b])
     rx = wp.skew(x - wp.transform_point(pose, body_com[b]))
     return wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * inv_inertia_w * rx
 

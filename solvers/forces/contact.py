@@ -32,10 +32,26 @@ import warp as wp
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
+from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from .. import step_data
 from .body_dynamics import inverse_mass_along, wrench_at
+
+
+@wp.struct
+class PenaltyLaw:
+    """The model's settings of penalty contact (scalars of the Model; not differentiated)."""
+
+    friction_smoothing: float  # eps [m/s]
+    contact_smoothing: float  # h [m]
+    rigid_contact_margin: float  # [m]: how far apart shape-shape contacts were detected
+    particle_ke: float  # particle-particle stiffness [N/m]
+    particle_kd: float  # damping [N s/m]
+    particle_mu: float  # friction coefficient
+
+
+penalty_law = ArgBundle(PenaltyLaw)  # of a model
 
 
 @wp.func
@@ -82,8 +98,7 @@ def particle_shape_contact_kernel(
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
@@ -109,6 +124,7 @@ def particle_shape_contact_kernel(
     if w == 0.0 and not body_dynamic:
         return  # neither side can move: a kinematic particle against a static or kinematic shape
     r = radius[p]
+    smoothing = law.contact_smoothing
     X = shape_world_pose(shapes, body_q, s)
     sd = shape_sdf_at(shapes, s, X, x[p], 2.0 * r + 1.0)
     depth = r - sd[3]
@@ -124,7 +140,7 @@ def particle_shape_contact_kernel(
     vt = vrel - n * vn
     # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
     w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
-    fc = n * fn + friction_force(vt, fn, shape_mu[s], friction_eps, 1.0 / (w + w_body), dt)
+    fc = n * fn + friction_force(vt, fn, shape_mu[s], law.friction_smoothing, 1.0 / (w + w_body), dt)
     wp.atomic_add(f, p, fc)
     if body_dynamic:
         # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
@@ -139,11 +155,7 @@ def particle_pair_force(
     inv_mass: wp.array(dtype=float),
     i: int,
     j: int,
-    ke: float,
-    kd: float,
-    mu: float,
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
     dt: float,
     f: wp.array(dtype=wp.vec3),
 ):
@@ -153,13 +165,16 @@ def particle_pair_force(
     d = x[i] - x[j]
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
+    smoothing = law.contact_smoothing
     if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0) or dist < 1.0e-12:
         return
     n = d / dist
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
+    ke = law.particle_ke
+    kd = law.particle_kd
     fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
-    fc = n * fn + friction_force(vrel - n * vn, fn, mu, friction_eps, 1.0 / w, dt)
+    fc = n * fn + friction_force(vrel - n * vn, fn, law.particle_mu, law.friction_smoothing, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)
     wp.atomic_sub(f, j, fc)
@@ -170,11 +185,7 @@ def particle_pair_contact_kernel(
     # Model:
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    ke: float,
-    kd: float,
-    mu: float,
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
@@ -191,7 +202,7 @@ def particle_pair_contact_kernel(
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
-        particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], ke, kd, mu, friction_eps, smoothing, dt, f)
+        particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], law, dt, f)
 
 
 @step_data.stage("particle-shape contact", writes=lambda data: {"particle_f": data.state_out.particle_f,
@@ -205,7 +216,7 @@ def eval_particle_shape_contact_forces(model, data) -> None:
     wp.launch(particle_shape_contact_kernel, dim=contacts.soft_contact_max, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
-                      model.shape_material_mu, model.friction_smoothing, model.contact_smoothing, state.particle_q,
+                      model.shape_material_mu, data.penalty_law, state.particle_q,
                       state.particle_qd, state.body_q, state.body_qd, data.soft_contacts, data.dt],
               outputs=[out.particle_f, out.body_f])
 
@@ -219,7 +230,6 @@ def eval_particle_pair_contact_forces(model, data) -> None:
     threads = min(model.particle_count, contacts.particle_pair_max)
     state = data.state_in
     wp.launch(particle_pair_contact_kernel, dim=threads, device=model.device,
-              inputs=[model.particle_radius, model.particle_inv_mass, model.particle_ke, model.particle_kd,
-                      model.particle_mu, model.friction_smoothing, model.contact_smoothing, state.particle_q,
+              inputs=[model.particle_radius, model.particle_inv_mass, data.penalty_law, state.particle_q,
                       state.particle_qd, data.particle_pairs, threads, data.dt],
               outputs=[data.state_out.particle_f])

@@ -39,17 +39,11 @@ def _set_from_control(model, count: int, control_f, f) -> None:
     wp.launch(SET_KERNELS[f.dtype], dim=count, inputs=[control_f], outputs=[f], device=model.device)
 
 
-@step_data.stage("control forces", writes=lambda data: {"particle_f": data.state_out.particle_f})
-def apply_control_forces(model, data) -> None:
-    """Stage: start the step's force accumulator ``state_out.particle_f`` from ``Control.particle_f`` [N]."""
-    control = data.control
-    _set_from_control(model, model.particle_count, None if control is None else control.particle_f,
-                      data.state_out.particle_f)
-
-
-@step_data.stage("control forces", writes=lambda data: {"body_f": data.state_out.body_f})
-def apply_control_wrenches(model, data) -> None:
-    """Stage: start the step's wrench accumulator ``state_out.body_f`` (force at the com, torque; world) from
-    ``Control.body_f``."""
-    control = data.control
-    _set_from_control(model, model.body_count, None if control is None else control.body_f, data.state_out.body_f)
+@step_data.stage("control forces", writes=lambda data: {"particle_f": data.state_out.particle_f,
+                                                         "body_f": data.state_out.body_f})
+def apply_controls(model, data) -> None:
+    """Stage: start the step's accumulators from the Control: ``state_out.particle_f`` from ``particle_f`` [N],
+    ``state_out.body_f`` (force at the com, torque; world) from ``body_f``; zero without a Control."""
+    control, out = data.control, data.state_out
+    _set_from_control(model, model.particle_count, None if control is None else control.particle_f, out.particle_f)
+    _set_from_control(model, model.body_count, None if control is None else control.body_f, out.body_f)

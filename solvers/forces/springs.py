@@ -2,7 +2,7 @@
 
 import warp as wp
 
-from .. import step_data
+from .elements import element_force_stage
 
 
 @wp.kernel
@@ -32,13 +32,6 @@ def spring_forces_kernel(
     wp.atomic_sub(f, j, fs)
 
 
-@step_data.stage("springs", writes=lambda data: {"particle_f": data.state_out.particle_f})
-def eval_spring_forces(model, data) -> None:
-    """Stage: the forces of every spring at ``state_in``, added to ``state_out.particle_f``."""
-    if model.spring_count == 0:
-        return
-    state = data.state_in
-    wp.launch(spring_forces_kernel, dim=model.spring_count, device=model.device,
-              inputs=[model.spring_indices, model.spring_rest_length, model.spring_stiffness, model.spring_damping,
-                      state.particle_q, state.particle_qd],
-              outputs=[data.state_out.particle_f])
+eval_spring_forces = element_force_stage("springs", spring_forces_kernel, "spring_count",
+                                          ("spring_indices", "spring_rest_length", "spring_stiffness",
+                                           "spring_damping"))

@@ -10,7 +10,7 @@ Damping: P_d = k_damp F sym(F^T dF/dt).
 
 import warp as wp
 
-from .. import step_data
+from .elements import element_force_stage
 
 
 @wp.func
@@ -73,13 +73,5 @@ def tetrahedron_forces_kernel(
     wp.atomic_sub(f, i3, h3)
 
 
-@step_data.stage("tetrahedra", writes=lambda data: {"particle_f": data.state_out.particle_f})
-def eval_tetrahedron_forces(model, data) -> None:
-    """Stage: the forces of every tetrahedron at ``state_in``, added to ``state_out.particle_f``."""
-    if model.tet_count == 0:
-        return
-    state = data.state_in
-    wp.launch(tetrahedron_forces_kernel, dim=model.tet_count, device=model.device,
-              inputs=[model.tet_indices, model.tet_poses, model.tet_volumes, model.tet_materials, state.particle_q,
-                      state.particle_qd],
-              outputs=[data.state_out.particle_f])
+eval_tetrahedron_forces = element_force_stage("tetrahedra", tetrahedron_forces_kernel, "tet_count",
+                                                ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))

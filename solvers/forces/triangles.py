@@ -10,7 +10,7 @@ Damping: P_d = kd F sym(F^T dF/dt), which dissipates stretch but not rigid rotat
 
 import warp as wp
 
-from .. import step_data
+from .elements import element_force_stage
 
 
 @wp.kernel
@@ -69,13 +69,5 @@ def triangle_forces_kernel(
     wp.atomic_sub(f, k, h2)
 
 
-@step_data.stage("triangles", writes=lambda data: {"particle_f": data.state_out.particle_f})
-def eval_triangle_forces(model, data) -> None:
-    """Stage: the forces of every membrane triangle at ``state_in``, added to ``state_out.particle_f``."""
-    if model.tri_count == 0:
-        return
-    state = data.state_in
-    wp.launch(triangle_forces_kernel, dim=model.tri_count, device=model.device,
-              inputs=[model.tri_indices, model.tri_poses, model.tri_areas, model.tri_materials, state.particle_q,
-                      state.particle_qd],
-              outputs=[data.state_out.particle_f])
+eval_triangle_forces = element_force_stage("triangles", triangle_forces_kernel, "tri_count",
+                                             ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))

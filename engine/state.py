@@ -41,10 +41,12 @@ class State:
     state back to the initial state and leaves the others untouched.
     """
 
+    # the per-step buffers of the solver step that wrote this state (set by the solver; not a schema field)
+    step_buffers = None
+
     def __init__(self):
         for name in STATE_ARRAYS:
             setattr(self, name, None)
-        self.step_buffers = None
 
     @property
     def particle_count(self) -> int:

@@ -26,7 +26,6 @@ from ..collision.contact_sink import particle_pairs
 from ..collision.particle_shape import soft_contacts
 from ..collision.sdf import shape_geometry
 from ..diagnostics import check_finite as _check_finite
-from ..kernel_args import BundleCache
 from ..kinematics import eval_ik, joint_topology
 from .forces.contact import penalty_law
 from .step_data import StepBuffers, StepBufferSpec, StepData, stage
@@ -58,9 +57,6 @@ class SolverBase:
         self.step_count = 0  # steps taken by this solver (used in error reports)
         # drive targets and efforts of a step taken without a Control (allocated once: step() allocates nothing)
         self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
-        # the kernel structs of the model and of each Contacts a step gets (inertia.kernel_args)
-        self._bundles = tuple(BundleCache(b) for b in (shape_geometry, joint_topology, penalty_law, rigid_contacts,
-                                                       soft_contacts, particle_pairs))
         self._sizes = {}
 
     # ------------------------------------------------------------------------------------------ step buffers
@@ -79,7 +75,7 @@ class SolverBase:
         return 0 if contacts is None else contacts.rigid_contact_max
 
     def step_buffers(self, state, contacts=None) -> StepBuffers:
-        """``state.step_buffers`` for a step that writes ``state`` with ``contacts``, allocated if it has none that fit."""
+        """``state.step_buffers`` for a step that writes ``state`` with ``contacts`` (allocated if none fit)."""
         sizes = self._buffer_sizes(self._rigid_contact_max(contacts))
         requires_grad = state.requires_grad()
         buffers = state.step_buffers
@@ -88,7 +84,7 @@ class SolverBase:
         return buffers
 
     def prepare_state(self, state, contacts=None) -> None:
-        """Allocate ``state``'s per-step buffers now instead of at its first step as ``state_out`` (for ``contacts``)."""
+        """Allocate ``state``'s per-step buffers now rather than at its first step as ``state_out`` (``contacts``)."""
         self.step_buffers(state, contacts)
 
     def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
@@ -103,12 +99,11 @@ class SolverBase:
     def begin_step(self, state_in, state_out, control, contacts, dt) -> StepData:
         """Check the step's inputs and return the :class:`StepData` its stages share."""
         self._validate(state_in, state_out, control, contacts, dt)
-        shapes, joints, law, rigid, soft, pairs = self._bundles
-        shapes, joints, law = shapes.get(self.model), joints.get(self.model), law.get(self.model)
-        rigid, soft, pairs = (None, None, None) if contacts is None else (rigid.get(contacts), soft.get(contacts),
-                                                                          pairs.get(contacts))
+        model = self.model
+        lists = (None, None, None) if contacts is None else (rigid_contacts(contacts), soft_contacts(contacts),
+                                                             particle_pairs(contacts))
         data = StepData(state_in, state_out, control, contacts, dt, self.step_buffers(state_out, contacts), self,
-                        shapes, joints, law, rigid, soft, pairs)
+                        shape_geometry(model), joint_topology(model), penalty_law(model), *lists)
         if self.check_finite:
             _check_finite("input", self.step_count, particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
                           body_q=state_in.body_q, body_qd=state_in.body_qd)

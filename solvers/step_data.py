@@ -106,10 +106,10 @@ class StepData:
 
     ``state_in`` / ``state_out`` / ``control`` / ``contacts`` / ``dt`` [s]: the step's arguments;
     ``buffers``: the step's :class:`StepBuffers` (on ``state_out``); ``solver``: the solver (its
-    settings); ``shapes`` / ``joints`` / ``penalty_law``: the kernel structs of the model's shapes, joints
-    and penalty contact settings;
-    ``rigid_contacts`` / ``soft_contacts`` / ``particle_pairs``: those of ``contacts``' lists (None
-    without contacts); ``check_finite``, ``step_index``: for the finite checks of :func:`stage`.
+    settings); ``shapes`` / ``joints`` / ``penalty_law``: the kernel structs of the model's shapes,
+    joints and penalty contact settings; ``rigid_contacts`` / ``soft_contacts`` / ``particle_pairs``:
+    those of ``contacts``' lists (None without contacts); ``check_finite``, ``step_index``: for the
+    finite checks of :func:`stage`.
     """
 
     __slots__ = ("state_in", "state_out", "control", "contacts", "dt", "buffers", "solver", "shapes", "joints",
@@ -124,7 +124,7 @@ class StepData:
         self.check_finite, self.step_index = solver.check_finite, solver.step_count
 
     def joint_controls(self) -> tuple:
-        """(target_pos, target_vel, effort) per joint dof: the Control's arrays, the solver's zeros where it has none."""
+        """(target_pos, target_vel, effort) per joint dof: the Control's arrays, the solver's zeros for missing ones."""
         control, zeros = self.control, self.solver.zero_dofs
         if control is None:
             return zeros, zeros, zeros

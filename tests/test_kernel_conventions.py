@@ -132,7 +132,8 @@ def test_every_kernel_groups_its_parameters_model_data_in_in_data_out():
     assert kernels > 40
     problems = [p for f in files for p in kernel_problems(f)]
     pending = {k: [p for p in problems if re.sub(r":\d+ ", " ", p).startswith(k + ":")] for k in PENDING}
-    assert all(pending.values()), f"these kernels pass now, remove them from PENDING: {[k for k, v in pending.items() if not v]}"
+    passing = [k for k, v in pending.items() if not v]
+    assert not passing, f"these kernels pass now, remove them from PENDING: {passing}"
     problems = [p for p in problems if not any(p in v for v in pending.values())]
     assert not problems, "kernel parameter convention (tests/test_kernel_conventions.py):\n" + "\n".join(problems)
 
@@ -178,13 +179,15 @@ def test_the_check_catches_reordered_ungrouped_and_misfiled_parameters(tmp_path)
 
 # --------------------------------------------------------------------------- one kernel per dtype, captured
 def test_the_per_dtype_set_kernels_have_names_of_their_own_and_replay_bitwise_in_one_graph():
-    """apply_controls launches one definition made for two dtypes (particle forces, body wrenches). Warp 1.19's CPU
-    graph replays kernels by name, so each instance must have its own: a captured step that launches both
-    replays exactly what the plain loop computes."""
+    """apply_controls launches one definition made for two dtypes (particle forces, body wrenches), and XPBD's
+    add_corrections another (particle iterates, body velocities). Warp 1.19's CPU graph replays kernels by name,
+    so each instance must have its own: a captured step that launches all four replays exactly what the plain
+    loop computes."""
+    from inertia.solvers.constraints.jacobi import ADD_CORRECTIONS
     from inertia.solvers.forces.external import SET_KERNELS
 
-    names = {k.key for k in SET_KERNELS.values()}
-    assert len(names) == len(SET_KERNELS) == 2, names
+    names = {k.key for k in (*SET_KERNELS.values(), *ADD_CORRECTIONS.values())}
+    assert len(names) == 4, names
 
     def build():
         b = inertia.ModelBuilder(gravity=-9.81)

@@ -92,8 +92,8 @@ def clip_polygon(p: Polygon, axis: int, side: float, limit: float):
 
 
 @wp.func
-def face_contacts(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, s_ref: int, s_inc: int,
-                  k: int):
+def face_contacts(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, s_ref: int,
+                  s_inc: int, k: int):
     """Contacts of the incident box's face clipped against face k (+-) of the reference box.
 
     Returns the deepest clipped point's penetration [m] (-1e30 when none is left)."""

@@ -52,8 +52,8 @@ import warnings
 import numpy as np
 import warp as wp
 
-from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
 from ..kernel_args import ArgBundle
+from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
 from .contact_sink import PairList, append_pair, rigid_pairs
 from .sdf import ShapeGeometry, shape_geometry, shape_world_pose
 

@@ -17,8 +17,8 @@ over the buckets instead of piling into the same ones.
 
 import warp as wp
 
-from ..types import PARTICLE_FLAG_ACTIVE
 from ..kernel_args import ArgBundle
+from ..types import PARTICLE_FLAG_ACTIVE
 from .contact_sink import PairList, append_pair, particle_pairs
 
 # Detection only selects pairs (the force kernels recompute the geometry and carry the gradients): its

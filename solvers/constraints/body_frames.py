@@ -22,8 +22,8 @@ read by the contacts (:func:`cached_body_frame`).
 
 import warp as wp
 
-from .. import step_data
 from ..forces.body_dynamics import rotated_inertia
+from ..step_data import stage
 
 
 @wp.struct
@@ -110,7 +110,7 @@ def body_frames_kernel(
     inv_inertia_out[b] = inv_inertia
 
 
-@step_data.stage("body frames")
+@stage("body frames")
 def eval_body_frames(model, data) -> None:
     """Stage: each body's centre of mass and split world inverse inertia on the first iterate, once per body.
 

@@ -33,7 +33,7 @@ import warp as wp
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry
-from .. import step_data
+from ..step_data import stage
 from .body_frames import world_frame
 
 
@@ -41,7 +41,8 @@ def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> dict:
     """Per-element factors omega / sqrt(max n_i) over the element's particles.
 
     n_i counts the constraints on particle i: one per spring and bending
-    edge, two per triangle (stretch, area) and per tet (deviatoric, volumetric). Why the square root: Jacobi corrections of
+    edge, two per triangle (stretch, area) and per tet (deviatoric, volumetric).
+    Why the square root: Jacobi corrections of
     the n constraints on a particle add up, and 1 / n (full mass splitting)
     guarantees they never overshoot together but converges very slowly on
     soft bodies (n ~ 20-40), while 1 / sqrt(n) reflects that the constraints
@@ -122,7 +123,7 @@ def split_factors(model, exponent: float, split) -> None:
               device=model.device)
 
 
-@step_data.stage("mass splitting")
+@stage("mass splitting")
 def count_body_constraints(model, data) -> None:
     """Stage: each body's mass-splitting factor this step, n^exponent (n >= 1), into ``split``.
 
@@ -155,7 +156,7 @@ def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multi
     counting the elements.
     """
 
-    @step_data.stage(name)
+    @stage(name)
     def solve(model, data, k: int) -> None:
         n = getattr(model, count)
         if n == 0:
@@ -172,7 +173,7 @@ def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multi
 
 
 # ---------------------------------------------------------------------------------------------- corrections
-@step_data.stage("clear corrections")
+@stage("clear corrections")
 def clear_corrections(model, data) -> None:
     """Stage: zero every iteration's correction accumulators (the constraints add into them)."""
     data.buffers.delta.zero_()
@@ -208,7 +209,7 @@ def add_corrections(model, count: int, x, delta, x_out) -> None:
     wp.launch(ADD_CORRECTIONS[x.dtype], dim=count, inputs=[x, delta], outputs=[x_out], device=model.device)
 
 
-@step_data.stage("iteration {0}", writes=lambda data, k: {"x": data.buffers.rows.x[k + 1]})
+@stage("iteration {0}", writes=lambda data, k: {"x": data.buffers.rows.x[k + 1]})
 def apply_corrections(model, data, k: int) -> None:
     """Stage: particle iterate k + 1 = iterate k + iteration k's summed corrections."""
     if model.particle_count == 0:
@@ -252,7 +253,7 @@ def apply_body_corrections_kernel(
     inv_inertia_out[b] = inv_inertia_w
 
 
-@step_data.stage("iteration {0}", writes=lambda data, k: {"body_q": data.buffers.rows.body_q[k + 1]})
+@stage("iteration {0}", writes=lambda data, k: {"body_q": data.buffers.rows.body_q[k + 1]})
 def apply_body_corrections(model, data, k: int) -> None:
     """Stage: body iterate k + 1 = iterate k moved by iteration k's summed corrections, and its body frames."""
     if model.body_count == 0:

@@ -47,7 +47,7 @@ import warp as wp
 
 from ...kinematics import JointTopology, body_pose, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .. import step_data
+from ..step_data import stage
 from .body_frames import (
     add_angular,
     add_positional,
@@ -212,7 +212,7 @@ def solve_joints_kernel(
                                dl_drive)
 
 
-@step_data.stage("joints")
+@stage("joints")
 def solve_joints(model, data, k: int) -> None:
     """Stage: every joint's rows on body iterate k."""
     if model.joint_count == 0:
@@ -291,7 +291,7 @@ def apply_joint_efforts_kernel(
             wp.atomic_sub(body_f, p, wp.spatial_vector(f, wp.cross(r_p, f)))
 
 
-@step_data.stage("joint efforts")
+@stage("joint efforts")
 def apply_joint_efforts(model, data) -> None:
     """Stage: ``Control.joint_f`` into ``state_out.body_f``: torque [N m] about a revolute axis, force [N] along a
     prismatic one."""

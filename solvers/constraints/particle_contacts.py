@@ -30,8 +30,15 @@ import warp as wp
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_sdf_at
-from .. import step_data
-from .body_frames import add_positional, body_frame, point_inv_mass_matrix, positional_inv_mass, solve_rows, start_of_step
+from ..step_data import stage
+from .body_frames import (
+    add_positional,
+    body_frame,
+    point_inv_mass_matrix,
+    positional_inv_mass,
+    solve_rows,
+    start_of_step,
+)
 
 
 @wp.func
@@ -161,15 +168,15 @@ def solve_particle_contacts_kernel(
     # Data out:
     delta: wp.array(dtype=wp.vec3),
 ):
-    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per particle and
-    # mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
+    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per
+    # particle and mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
         solve_particle_pair(x, x_start, radius, inv_mass, pair[0], pair[1], mu, delta)
 
 
-@step_data.stage("particle-shape contact")
+@stage("particle-shape contact")
 def solve_shape_contacts(model, data, k: int) -> None:
     """Stage: particles of iterate k against shapes; shapes on bodies are placed by body iterate k and pushed back."""
     contacts = data.contacts
@@ -184,7 +191,7 @@ def solve_shape_contacts(model, data, k: int) -> None:
               outputs=[rows.delta[k], rows.body_delta[k]])
 
 
-@step_data.stage("particle-particle contact")
+@stage("particle-particle contact")
 def solve_particle_contacts(model, data, k: int) -> None:
     """Stage: particle pairs of iterate k pushed apart, with friction."""
     contacts = data.contacts

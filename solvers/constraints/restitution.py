@@ -15,7 +15,7 @@ import warp as wp
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import body_pose, point_velocity
-from .. import step_data
+from ..step_data import stage
 from .body_frames import body_frame, start_of_step
 from .jacobi import add_corrections, split_factors
 
@@ -158,7 +158,7 @@ def solve_contact_velocities_kernel(
         wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
 
 
-@step_data.stage("velocity update", writes=lambda data: {"body_q": data.state_out.body_q,
+@stage("velocity update", writes=lambda data: {"body_q": data.state_out.body_q,
                                                          "body_qd": data.state_out.body_qd})
 def solve_contact_velocities(model, data) -> None:
     """Stage: restitution of the contacts that pushed, ``velocity_iterations`` Jacobi iterations, into

@@ -1,6 +1,6 @@
 """Contacts between shapes in XPBD (Müller et al. 2020): non-penetration and Coulomb-bounded static friction.
 
-**Contacts** (``Contacts.rigid_contact_*``): the geometry of each candidate is
+Each candidate of ``Contacts.rigid_contact_*`` has its geometry
 re-evaluated on the current iterate by ``rigid_contact_geometry``; while the
 depth d > 0 the pair is pushed apart along the normal (dlambda_n = d / w,
 zero compliance). Friction is positional and Coulomb-bounded: the relative
@@ -37,7 +37,7 @@ import warp as wp
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import body_pose
-from .. import step_data
+from ..step_data import stage
 from .body_frames import (
     add_positional,
     cached_body_frame,
@@ -117,7 +117,7 @@ def solve_body_contacts_kernel(
     lambda_out[c] = wp.vec2(lam[0] + dlam_n, lam[1] + dlam_t)
 
 
-@step_data.stage("shape-shape contact")
+@stage("shape-shape contact")
 def solve_body_contacts(model, data, k: int) -> None:
     """Stage: non-penetration and static friction of every shape-shape contact on body iterate k.
 

@@ -37,7 +37,7 @@ import warp as wp
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
-from .. import step_data
+from ..step_data import stage
 from .body_dynamics import inverse_mass_along, inverse_mass_of, wrench_at
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, friction_force
 
@@ -140,7 +140,7 @@ def body_contact_kernel(
         wp.atomic_sub(body_f, b1, wrench_at(body_q, body_com, b1, force, x))
 
 
-@step_data.stage("shape-shape contact", writes=lambda data: {"body_f": data.state_out.body_f})
+@stage("shape-shape contact", writes=lambda data: {"body_f": data.state_out.body_f})
 def eval_body_contact_forces(model, data) -> None:
     """Stage: penalty contact with friction for every shape-shape contact point, into ``state_out.body_f``.
 

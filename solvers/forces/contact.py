@@ -35,7 +35,7 @@ from ...collision.sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
 from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
-from .. import step_data
+from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
 
 
@@ -205,7 +205,7 @@ def particle_pair_contact_kernel(
         particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], law, dt, f)
 
 
-@step_data.stage("particle-shape contact", writes=lambda data: {"particle_f": data.state_out.particle_f,
+@stage("particle-shape contact", writes=lambda data: {"particle_f": data.state_out.particle_f,
                                                                   "body_f": data.state_out.body_f})
 def eval_particle_shape_contact_forces(model, data) -> None:
     """Stage: penalty contact of particles against shapes; shapes on dynamic bodies take the reaction in ``body_f``."""
@@ -221,7 +221,7 @@ def eval_particle_shape_contact_forces(model, data) -> None:
               outputs=[out.particle_f, out.body_f])
 
 
-@step_data.stage("particle-particle contact", writes=lambda data: {"particle_f": data.state_out.particle_f})
+@stage("particle-particle contact", writes=lambda data: {"particle_f": data.state_out.particle_f})
 def eval_particle_pair_contact_forces(model, data) -> None:
     """Stage: penalty contact with friction between the particle pairs ``collide`` found."""
     contacts = data.contacts

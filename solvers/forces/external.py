@@ -2,7 +2,7 @@
 
 import warp as wp
 
-from .. import step_data
+from ..step_data import stage
 
 
 def _set_values_kernel(dtype):
@@ -39,7 +39,7 @@ def _set_from_control(model, count: int, control_f, f) -> None:
     wp.launch(SET_KERNELS[f.dtype], dim=count, inputs=[control_f], outputs=[f], device=model.device)
 
 
-@step_data.stage("control forces", writes=lambda data: {"particle_f": data.state_out.particle_f,
+@stage("control forces", writes=lambda data: {"particle_f": data.state_out.particle_f,
                                                          "body_f": data.state_out.body_f})
 def apply_controls(model, data) -> None:
     """Stage: start the step's accumulators from the Control: ``state_out.particle_f`` from ``particle_f`` [N],

@@ -1,4 +1,4 @@
-"""Joint forces of the SemiImplicitSolver: stiff springs on the constrained directions, drives and limits on the free one.
+"""SemiImplicitSolver joint forces: stiff springs on the constrained directions, drives and limits on the free one.
 
 Each joint compares its parent anchor frame X_wp = body_q[parent] * X_p (the
 world when the parent is -1) with its child anchor frame X_wc = body_q[child]
@@ -56,7 +56,7 @@ import warp as wp
 
 from ...kinematics import JointTopology, body_angular_velocity, body_pose, point_velocity, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .. import step_data
+from ..step_data import stage
 from .body_dynamics import body_inverse_mass_at, inverse_mass_of, world_inverse_inertia, wrench_at
 
 
@@ -170,7 +170,7 @@ def joint_force_kernel(
         wp.atomic_sub(body_f, p, wrench_at(body_q, body_com, p, force, x_c) + couple)
 
 
-@step_data.stage("joints", writes=lambda data: {"body_f": data.state_out.body_f})
+@stage("joints", writes=lambda data: {"body_f": data.state_out.body_f})
 def eval_joint_forces(model, data) -> None:
     """Stage: joint springs, drives and limits from the bodies of ``state_in``, into ``state_out.body_f``.
 

@@ -43,6 +43,16 @@ from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, fri
 
 
 @wp.func
+def contact_bodies(body_inv_mass: wp.array(dtype=float), shapes: ShapeGeometry, contacts: RigidContacts, c: int):
+    """(shape 0, shape 1, body 0, body 1, body 0 dynamic, body 1 dynamic) of contact ``c``."""
+    s0 = contacts.shape0[c]
+    s1 = contacts.shape1[c]
+    b0 = shapes.body[s0]
+    b1 = shapes.body[s1]
+    return s0, s1, b0, b1, inverse_mass_of(body_inv_mass, b0) > 0.0, inverse_mass_of(body_inv_mass, b1) > 0.0
+
+
+@wp.func
 def active_contact(body_q: wp.array(dtype=wp.transform), shapes: ShapeGeometry, contacts: RigidContacts, c: int,
                    law: PenaltyLaw):
     """Contact ``c``'s geometry at the current poses; its depth is -1e30 when it exerts no force."""
@@ -68,10 +78,7 @@ def count_body_contacts_kernel(
     c = wp.tid()
     if c >= contacts.count[0]:
         return
-    b0 = shapes.body[contacts.shape0[c]]
-    b1 = shapes.body[contacts.shape1[c]]
-    dynamic0 = inverse_mass_of(body_inv_mass, b0) > 0.0
-    dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
+    s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
     if not dynamic0 and not dynamic1:
         return
     g = active_contact(body_q, shapes, contacts, c, law)
@@ -107,12 +114,7 @@ def body_contact_kernel(
     c = wp.tid()
     if c >= contacts.count[0]:
         return
-    s0 = contacts.shape0[c]
-    s1 = contacts.shape1[c]
-    b0 = shapes.body[s0]
-    b1 = shapes.body[s1]
-    dynamic0 = inverse_mass_of(body_inv_mass, b0) > 0.0
-    dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
+    s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
     if not dynamic0 and not dynamic1:
         return
     g = active_contact(body_q, shapes, contacts, c, law)

@@ -17,7 +17,6 @@ import math
 import numbers
 
 import numpy as np
-
 import warp as wp
 
 from ..autodiff.tape import guard_step

@@ -20,7 +20,29 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .kernel_args import ArgBundle
 from .types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+
+
+@wp.struct
+class JointTopology:
+    """The model's joints as kernels read them (``model.joint_*`` topology and frames; not differentiated).
+
+    Built by :func:`joint_topology`. The gains, limits and targets (differentiable) stay separate arrays.
+    """
+
+    type: wp.array(dtype=wp.int32)  # JOINT_* of inertia.types
+    parent: wp.array(dtype=wp.int32)  # parent body (-1: world)
+    child: wp.array(dtype=wp.int32)  # child body
+    X_p: wp.array(dtype=wp.transform)  # joint frame in the parent body frame (world if parent -1)
+    X_c: wp.array(dtype=wp.transform)  # joint frame in the child body frame
+    axis: wp.array(dtype=wp.vec3)  # axis in the joint frame (revolute, prismatic)
+    q_start: wp.array(dtype=wp.int32)  # offset into State.joint_q
+    qd_start: wp.array(dtype=wp.int32)  # offset into State.joint_qd (and the per-dof arrays)
+
+
+# joint_topology(model): the JointTopology of model.joint_*
+joint_topology = ArgBundle(JointTopology, "joint_")
 
 
 @wp.func
@@ -62,30 +84,26 @@ def twist_angle(q: wp.quat, axis: wp.vec3):
 
 @wp.kernel
 def eval_ik_kernel(
+    # Model:
+    body_com: wp.array(dtype=wp.vec3),
+    joints: JointTopology,
+    # Data in:
     body_q: wp.array(dtype=wp.transform),
     body_qd: wp.array(dtype=wp.spatial_vector),
-    body_com: wp.array(dtype=wp.vec3),
-    joint_type: wp.array(dtype=wp.int32),
-    joint_parent: wp.array(dtype=wp.int32),
-    joint_child: wp.array(dtype=wp.int32),
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
-    joint_q_start: wp.array(dtype=wp.int32),
-    joint_qd_start: wp.array(dtype=wp.int32),
+    # Data out:
     joint_q: wp.array(dtype=float),
     joint_qd: wp.array(dtype=float),
 ):
     j = wp.tid()
-    p = joint_parent[j]
-    c = joint_child[j]
-    X_wp = body_pose(body_q, p) * joint_X_p[j]
-    X_wc = body_q[c] * joint_X_c[j]
+    p = joints.parent[j]
+    c = joints.child[j]
+    X_wp = body_pose(body_q, p) * joints.X_p[j]
+    X_wc = body_q[c] * joints.X_c[j]
     X_pc = wp.transform_inverse(X_wp) * X_wc
-    qs = joint_q_start[j]
-    ds = joint_qd_start[j]
-    t = joint_type[j]
-    axis = joint_axis[j]
+    qs = joints.q_start[j]
+    ds = joints.qd_start[j]
+    t = joints.type[j]
+    axis = joints.axis[j]
     axis_w = wp.transform_vector(X_wp, axis)
     w_rel = body_angular_velocity(body_qd, c) - body_angular_velocity(body_qd, p)
     if t == JOINT_REVOLUTE:
@@ -117,32 +135,28 @@ def eval_ik_kernel(
 
 @wp.kernel
 def eval_fk_kernel(
+    # Model:
     articulation_start: wp.array(dtype=wp.int32),
     joint_fk_order: wp.array(dtype=wp.int32),
-    joint_type: wp.array(dtype=wp.int32),
-    joint_parent: wp.array(dtype=wp.int32),
-    joint_child: wp.array(dtype=wp.int32),
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
-    joint_q_start: wp.array(dtype=wp.int32),
-    joint_qd_start: wp.array(dtype=wp.int32),
+    joints: JointTopology,
+    body_com: wp.array(dtype=wp.vec3),
+    # In:
     joint_q: wp.array(dtype=float),
     joint_qd: wp.array(dtype=float),
-    body_com: wp.array(dtype=wp.vec3),
+    # Data out:
     body_q: wp.array(dtype=wp.transform),
     body_qd: wp.array(dtype=wp.spatial_vector),
 ):
     a = wp.tid()
     for i in range(articulation_start[a], articulation_start[a + 1]):
         j = joint_fk_order[i]
-        p = joint_parent[j]
-        c = joint_child[j]
-        t = joint_type[j]
-        qs = joint_q_start[j]
-        ds = joint_qd_start[j]
-        axis = joint_axis[j]
-        X_wp = body_pose(body_q, p) * joint_X_p[j]
+        p = joints.parent[j]
+        c = joints.child[j]
+        t = joints.type[j]
+        qs = joints.q_start[j]
+        ds = joints.qd_start[j]
+        axis = joints.axis[j]
+        X_wp = body_pose(body_q, p) * joints.X_p[j]
         axis_w = wp.transform_vector(X_wp, axis)
         X_pc = wp.transform_identity()
         w_joint = wp.vec3(0.0)  # angular velocity of the child relative to the parent (world)
@@ -162,7 +176,7 @@ def eval_fk_kernel(
             r = wp.normalize(wp.quat(joint_q[qs + 3], joint_q[qs + 4], joint_q[qs + 5], joint_q[qs + 6]))
             X_pc = wp.transform(wp.vec3(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2]), r)
         X_wc = X_wp * X_pc
-        pose = X_wc * wp.transform_inverse(joint_X_c[j])
+        pose = X_wc * wp.transform_inverse(joints.X_c[j])
         body_q[c] = pose
         if t == JOINT_FREE:
             body_qd[c] = wp.spatial_vector(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2],
@@ -223,28 +237,21 @@ def eval_fk(model, joint_q, joint_qd, state) -> None:
     q = _as_array(joint_q, model.joint_coord_count, "joint_q", model.device)
     qd = _as_array(joint_qd, model.joint_dof_count, "joint_qd", model.device)
     _check_quaternions(model, q)
-    wp.launch(
-        eval_fk_kernel,
-        dim=model.articulation_count,
-        inputs=[model.articulation_start, model.joint_fk_order, model.joint_type, model.joint_parent,
-                model.joint_child, model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start,
-                model.joint_qd_start, q, qd, model.body_com],
-        outputs=[state.body_q, state.body_qd],
-        device=model.device,
-    )
-    eval_ik(model, state)
+    joints = joint_topology(model)
+    wp.launch(eval_fk_kernel, dim=model.articulation_count, device=model.device,
+              inputs=[model.articulation_start, model.joint_fk_order, joints, model.body_com, q, qd],
+              outputs=[state.body_q, state.body_qd])
+    eval_ik(model, state, joints)
 
 
-def eval_ik(model, state) -> None:
-    """Stage: ``state.joint_q`` / ``joint_qd`` from ``state.body_q`` / ``body_qd``."""
+def eval_ik(model, state, joints: JointTopology | None = None) -> None:
+    """``state.joint_q`` / ``joint_qd`` from ``state.body_q`` / ``body_qd``.
+
+    ``joints``: the model's :class:`JointTopology` when the caller keeps one (built here otherwise).
+    """
     if model.joint_count == 0:
         return
-    wp.launch(
-        eval_ik_kernel,
-        dim=model.joint_count,
-        inputs=[state.body_q, state.body_qd, model.body_com, model.joint_type, model.joint_parent,
-                model.joint_child, model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start,
-                model.joint_qd_start],
-        outputs=[state.joint_q, state.joint_qd],
-        device=model.device,
-    )
+    wp.launch(eval_ik_kernel, dim=model.joint_count, device=model.device,
+              inputs=[model.body_com, joints if joints is not None else joint_topology(model), state.body_q,
+                      state.body_qd],
+              outputs=[state.joint_q, state.joint_qd])

@@ -31,11 +31,18 @@ class State:
             ``inertia.builder.bodies``), computed from ``body_q`` / ``body_qd``: by
             ``model.state()`` and as the last stage of every ``solver.step()``.
 
+    step_buffers: the per-step buffers of the solver step that wrote this state
+    (XPBD's iterates and multipliers, ...; declared by the solver's
+    ``step_buffer_spec``), or None: the backward pass of that step reads them.
+
     Create states with :meth:`inertia.Model.state`; never share one State between
     two places of a recorded rollout (the tape needs every intermediate state).
     In a many-world model, :meth:`inertia.Model.reset_worlds` puts chosen worlds of a
     state back to the initial state and leaves the others untouched.
     """
+
+    # the per-step buffers of the solver step that wrote this state (set by the solver; not a schema field)
+    step_buffers = None
 
     def __init__(self):
         for name in STATE_ARRAYS:
@@ -60,14 +67,13 @@ class State:
         return bool(self.particle_q is not None and self.particle_q.requires_grad)
 
     def zero_grad(self) -> None:
-        """Zero the gradients of this state's arrays, and of any per-step buffers a solver keeps on it."""
+        """Zero the gradients of this state's arrays and of its per-step buffers (``step_buffers``)."""
         for name in STATE_ARRAYS:
             a = getattr(self, name)
             if a is not None and a.grad is not None:
                 a.grad.zero_()
-        for buffers in self.__dict__.values():
-            if hasattr(buffers, "zero_grad") and buffers is not self:
-                buffers.zero_grad()
+        if self.step_buffers is not None:
+            self.step_buffers.zero_grad()
 
 
 class Control:

@@ -1,10 +1,9 @@
-"""Time-integration kernels (``inertia.integrators``)."""
+"""Time-integration kernels (``inertia.integrators``): symplectic Euler, and XPBD's prediction and velocity update."""
 
 from .euler import integrate_bodies, integrate_bodies_kernel, integrate_particles, integrate_particles_kernel
 from .xpbd import (
     predict_bodies,
     predict_positions,
-    predict_positions_kernel,
     update_body_velocities,
     update_body_velocities_kernel,
     update_velocities,
@@ -18,7 +17,6 @@ __all__ = [
     "integrate_particles_kernel",
     "predict_bodies",
     "predict_positions",
-    "predict_positions_kernel",
     "update_body_velocities",
     "update_body_velocities_kernel",
     "update_velocities",

@@ -48,15 +48,19 @@ def world_gravity(gravity: wp.array(dtype=wp.vec3), world: int):
 
 @wp.kernel
 def integrate_particles_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    f: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     flags: wp.array(dtype=wp.int32),
     particle_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
     damping: float,
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    f: wp.array(dtype=wp.vec3),
+    # In:
     dt: float,
+    # Data out:
     x_out: wp.array(dtype=wp.vec3),
     v_out: wp.array(dtype=wp.vec3),
 ):
@@ -72,20 +76,14 @@ def integrate_particles_kernel(
     v_out[tid] = v1
 
 
-def integrate_particles(model, state_in, particle_f, dt: float, state_out) -> None:
-    """Advance particle positions and velocities of ``state_in`` by ``dt`` [s] into ``state_out``."""
+def integrate_particles(model, state_in, particle_f, dt: float, x_out, v_out) -> None:
+    """Particle positions and velocities of ``state_in`` after ``dt`` [s] under ``particle_f`` [N] and gravity."""
     if model.particle_count == 0:
         return
-    wp.launch(
-        integrate_particles_kernel,
-        dim=model.particle_count,
-        inputs=[
-            state_in.particle_q, state_in.particle_qd, particle_f, model.particle_inv_mass, model.particle_flags,
-            model.particle_world, model.gravity, model.particle_damping, dt,
-        ],
-        outputs=[state_out.particle_q, state_out.particle_qd],
-        device=model.device,
-    )
+    wp.launch(integrate_particles_kernel, dim=model.particle_count, device=model.device,
+              inputs=[model.particle_inv_mass, model.particle_flags, model.particle_world, model.gravity,
+                      model.particle_damping, state_in.particle_q, state_in.particle_qd, particle_f, dt],
+              outputs=[x_out, v_out])
 
 
 @wp.func
@@ -112,15 +110,19 @@ def world_inertia_times_d(q: wp.quatd, inertia: wp.mat33d, w: wp.vec3d):
 
 @wp.kernel
 def integrate_bodies_kernel(
-    body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
-    body_f: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     inv_mass: wp.array(dtype=float),
     inertia: wp.array(dtype=wp.mat33),
     body_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_f: wp.array(dtype=wp.spatial_vector),
+    # In:
     dt: float,
+    # Data out:
     q_out: wp.array(dtype=wp.transform),
     qd_out: wp.array(dtype=wp.spatial_vector),
 ):
@@ -152,15 +154,11 @@ def integrate_bodies_kernel(
     qd_out[b] = wp.spatial_vector(v, w)
 
 
-def integrate_bodies(model, state_in, body_f, dt: float, state_out) -> None:
-    """Advance body poses and velocities of ``state_in`` under ``body_f`` and gravity by ``dt`` [s]."""
+def integrate_bodies(model, state_in, body_f, dt: float, q_out, qd_out) -> None:
+    """Body poses and velocities of ``state_in`` after ``dt`` [s] under ``body_f`` [N, N m] and gravity."""
     if model.body_count == 0:
         return
-    wp.launch(
-        integrate_bodies_kernel,
-        dim=model.body_count,
-        inputs=[state_in.body_q, state_in.body_qd, body_f, model.body_com, model.body_inv_mass, model.body_inertia,
-                model.body_world, model.gravity, dt],
-        outputs=[state_out.body_q, state_out.body_qd],
-        device=model.device,
-    )
+    wp.launch(integrate_bodies_kernel, dim=model.body_count, device=model.device,
+              inputs=[model.body_com, model.body_inv_mass, model.body_inertia, model.body_world, model.gravity,
+                      state_in.body_q, state_in.body_qd, body_f, dt],
+              outputs=[q_out, qd_out])

@@ -13,39 +13,25 @@ keep their velocity).
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
-from .euler import integrate_bodies_kernel, to_d, velocity_after, world_gravity, world_inertia_times_d
+from .euler import integrate_bodies, integrate_particles, to_d, world_inertia_times_d
 
-
-@wp.kernel
-def predict_positions_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    f: wp.array(dtype=wp.vec3),
-    inv_mass: wp.array(dtype=float),
-    flags: wp.array(dtype=wp.int32),
-    particle_world: wp.array(dtype=wp.int32),
-    gravity: wp.array(dtype=wp.vec3),
-    damping: float,
-    dt: float,
-    x_pred: wp.array(dtype=wp.vec3),
-):
-    tid = wp.tid()
-    x0 = x[tid]
-    if (flags[tid] & PARTICLE_FLAG_ACTIVE) == 0:
-        x_pred[tid] = x0
-        return
-    # the same velocity as symplectic Euler's, so both solvers mean the same by forces, gravity, damping
-    g = world_gravity(gravity, particle_world[tid])  # per world
-    x_pred[tid] = x0 + dt * velocity_after(v[tid], f[tid], inv_mass[tid], g, damping, dt)
+# the prediction is the symplectic Euler step (the same velocity as the SemiImplicitSolver's, so both solvers
+# mean the same by forces, gravity, damping), its velocity kept aside
+predict_positions = integrate_particles
+predict_bodies = integrate_bodies
 
 
 @wp.kernel
 def update_velocities_kernel(
+    # Model:
+    flags: wp.array(dtype=wp.int32),
+    # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
     x_solved: wp.array(dtype=wp.vec3),
-    flags: wp.array(dtype=wp.int32),
+    # In:
     dt: float,
+    # Data out:
     x_out: wp.array(dtype=wp.vec3),
     v_out: wp.array(dtype=wp.vec3),
 ):
@@ -59,31 +45,13 @@ def update_velocities_kernel(
     v_out[tid] = (x1 - x[tid]) / dt
 
 
-def predict_positions(model, state_in, external_f, dt: float, x_pred) -> None:
-    """Stage: unconstrained positions after ``dt`` [s] under gravity and external forces [N]."""
+def update_velocities(model, state_in, x_solved, dt: float, x_out, v_out) -> None:
+    """The solved positions into ``x_out`` and the velocities they imply, (x' - x) / dt, into ``v_out``."""
     if model.particle_count == 0:
         return
-    wp.launch(
-        predict_positions_kernel,
-        dim=model.particle_count,
-        inputs=[state_in.particle_q, state_in.particle_qd, external_f, model.particle_inv_mass, model.particle_flags,
-                model.particle_world, model.gravity, model.particle_damping, dt],
-        outputs=[x_pred],
-        device=model.device,
-    )
-
-
-def update_velocities(model, state_in, x_solved, dt: float, state_out) -> None:
-    """Stage: write the solved positions and the velocities they imply into ``state_out``."""
-    if model.particle_count == 0:
-        return
-    wp.launch(
-        update_velocities_kernel,
-        dim=model.particle_count,
-        inputs=[state_in.particle_q, state_in.particle_qd, x_solved, model.particle_flags, dt],
-        outputs=[state_out.particle_q, state_out.particle_qd],
-        device=model.device,
-    )
+    wp.launch(update_velocities_kernel, dim=model.particle_count, device=model.device,
+              inputs=[model.particle_flags, state_in.particle_q, state_in.particle_qd, x_solved, dt],
+              outputs=[x_out, v_out])
 
 
 # ---------------------------------------------------------------------------------------------- rigid bodies
@@ -111,13 +79,17 @@ def quat_d(q: wp.quat):
 
 @wp.kernel
 def update_body_velocities_kernel(
-    pose_pred: wp.array(dtype=wp.transform),
-    pose_solved: wp.array(dtype=wp.transform),
-    qd_pred: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     inv_mass: wp.array(dtype=float),
     inertia: wp.array(dtype=wp.mat33),
+    # Data in:
+    pose_pred: wp.array(dtype=wp.transform),
+    qd_pred: wp.array(dtype=wp.spatial_vector),
+    pose_solved: wp.array(dtype=wp.transform),
+    # In:
     dt: float,
+    # Data out:
     pose_out: wp.array(dtype=wp.transform),
     qd_out: wp.array(dtype=wp.spatial_vector),
 ):
@@ -143,28 +115,10 @@ def update_body_velocities_kernel(
     qd_out[b] = wp.spatial_vector(v, w)
 
 
-def predict_bodies(model, state_in, body_f, dt: float, pose_pred, qd_pred) -> None:
-    """Stage: unconstrained body poses and velocities after ``dt`` [s] under ``body_f`` [N, N m] and gravity."""
-    if model.body_count == 0:
-        return
-    wp.launch(
-        integrate_bodies_kernel,
-        dim=model.body_count,
-        inputs=[state_in.body_q, state_in.body_qd, body_f, model.body_com, model.body_inv_mass, model.body_inertia,
-                model.body_world, model.gravity, dt],
-        outputs=[pose_pred, qd_pred],
-        device=model.device,
-    )
-
-
 def update_body_velocities(model, pose_pred, qd_pred, pose_solved, dt: float, pose_out, qd_out) -> None:
-    """Stage: the solved poses into ``pose_out`` and the velocities they imply into ``qd_out``."""
+    """The solved poses into ``pose_out`` and the velocities they imply into ``qd_out``."""
     if model.body_count == 0:
         return
-    wp.launch(
-        update_body_velocities_kernel,
-        dim=model.body_count,
-        inputs=[pose_pred, pose_solved, qd_pred, model.body_com, model.body_inv_mass, model.body_inertia, dt],
-        outputs=[pose_out, qd_out],
-        device=model.device,
-    )
+    wp.launch(update_body_velocities_kernel, dim=model.body_count, device=model.device,
+              inputs=[model.body_com, model.body_inv_mass, model.body_inertia, pose_pred, qd_pred, pose_solved, dt],
+              outputs=[pose_out, qd_out])

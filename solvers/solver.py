@@ -1,10 +1,14 @@
-"""The contract every solver shares, and the input checks done before a step.
+"""The contract every solver shares: input checks, per-step buffers and the data a step's stages share.
 
 ``step(state_in, state_out, control, contacts, dt)`` reads ``state_in`` and writes
 ``state_out``; it never writes ``state_in``, so a tape that recorded it can
 replay it backwards. The checks here cost only Python attribute reads (no
 device sync), so they stay on; the finite-value checks (``check_finite=True``)
 read every stage's output back and are for debugging.
+
+A solver declares its per-step buffers as a :class:`StepBufferSpec` (``step_buffer_spec``) and their
+sizes (:meth:`SolverBase.buffer_sizes`); :meth:`SolverBase.begin_step` allocates them on
+``state_out`` when it has none that fit, and returns the step's :class:`StepData` for the stages.
 """
 
 from __future__ import annotations
@@ -13,9 +17,17 @@ import math
 import numbers
 
 import numpy as np
+import warp as wp
 
-from ..diagnostics import check_finite as _check_finite
 from ..autodiff.tape import guard_step
+from ..collision.contact_geometry import rigid_contacts
+from ..collision.contact_sink import particle_pairs
+from ..collision.particle_shape import soft_contacts
+from ..collision.sdf import shape_geometry
+from ..diagnostics import check_finite as _check_finite
+from ..kinematics import eval_ik, joint_topology
+from .forces.contact import penalty_law
+from .step_data import StepBuffers, StepBufferSpec, StepData, stage
 
 
 # (array, what its length counts) of a State and a Control
@@ -27,7 +39,7 @@ _CONTROL_SIZES = (("particle_f", "particle"), ("body_f", "body"), ("joint_target
 
 
 class SolverBase:
-    """Common input validation and optional per-stage finite checks.
+    """Common input validation, per-step buffers, the step's shared data and optional per-stage finite checks.
 
     Args:
         model: the :class:`inertia.Model` to simulate.
@@ -36,10 +48,65 @@ class SolverBase:
             host read per stage; not usable inside graph capture).
     """
 
+    step_buffer_spec = StepBufferSpec()  # the solver's per-step buffers (none by default)
+
     def __init__(self, model, check_finite: bool = False):
         self.model = model
         self.check_finite = bool(check_finite)
         self.step_count = 0  # steps taken by this solver (used in error reports)
+        # drive targets and efforts of a step taken without a Control (allocated once: step() allocates nothing)
+        self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
+        self._sizes = {}
+
+    # ------------------------------------------------------------------------------------------ step buffers
+    def buffer_sizes(self, rigid_contact_max: int) -> dict:
+        """The sizes of the dimensions ``step_buffer_spec`` names, for contacts of ``rigid_contact_max`` points."""
+        return {}
+
+    def _buffer_sizes(self, rigid_contact_max: int) -> dict:
+        sizes = self._sizes.get(rigid_contact_max)
+        if sizes is None:
+            sizes = self._sizes[rigid_contact_max] = self.buffer_sizes(rigid_contact_max)
+        return sizes
+
+    @staticmethod
+    def _rigid_contact_max(contacts) -> int:
+        return 0 if contacts is None else contacts.rigid_contact_max
+
+    def step_buffers(self, state, contacts=None) -> StepBuffers:
+        """``state.step_buffers`` for a step that writes ``state`` with ``contacts`` (allocated if none fit)."""
+        sizes = self._buffer_sizes(self._rigid_contact_max(contacts))
+        requires_grad = state.requires_grad()
+        buffers = state.step_buffers
+        if buffers is None or not buffers.fits(self.step_buffer_spec, sizes, requires_grad):
+            buffers = state.step_buffers = self.step_buffer_spec.allocate(sizes, self.model.device, requires_grad)
+        return buffers
+
+    def prepare_state(self, state, contacts=None) -> None:
+        """Allocate ``state``'s per-step buffers now rather than at its first step as ``state_out`` (``contacts``)."""
+        self.step_buffers(state, contacts)
+
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+        """Bytes of the per-step buffers every output state of a step carries (gradients included when
+        ``requires_grad``), from the same declaration that allocates them.
+
+        ``rigid_contact_max``: the capacity of the step's ``Contacts`` (XPBD's multipliers are per contact).
+        """
+        return self.step_buffer_spec.nbytes(self._buffer_sizes(rigid_contact_max), requires_grad)
+
+    # ------------------------------------------------------------------------------------------ a step
+    def begin_step(self, state_in, state_out, control, contacts, dt) -> StepData:
+        """Check the step's inputs and return the :class:`StepData` its stages share."""
+        self._validate(state_in, state_out, control, contacts, dt)
+        model = self.model
+        lists = (None, None, None) if contacts is None else (rigid_contacts(contacts), soft_contacts(contacts),
+                                                             particle_pairs(contacts))
+        data = StepData(state_in, state_out, control, contacts, dt, self.step_buffers(state_out, contacts), self,
+                        shape_geometry(model), joint_topology(model), penalty_law(model), *lists)
+        if self.check_finite:
+            _check_finite("input", self.step_count, particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
+                          body_q=state_in.body_q, body_qd=state_in.body_qd)
+        return data
 
     def _validate(self, state_in, state_out, control, contacts, dt) -> None:
         # any real scalar (Python or NumPy: np.float32 is not a float subclass), but not a bool
@@ -74,9 +141,11 @@ class SolverBase:
         if a.shape[0] != length:
             raise ValueError(f"{name} has {a.shape[0]} entries, the model has {length} {what}")
 
-    def _check(self, stage: str, **arrays) -> None:
-        if self.check_finite:
-            _check_finite(stage, self.step_count, **arrays)
-
     def step(self, state_in, state_out, control, contacts, dt: float):  # pragma: no cover - interface
         raise NotImplementedError
+
+
+@stage("joint coordinates")
+def update_joint_coordinates(model, data) -> None:
+    """Stage (the last of every solver): ``state_out.joint_q`` / ``joint_qd`` from its bodies."""
+    eval_ik(model, data.state_out, data.joints)

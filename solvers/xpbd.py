@@ -11,34 +11,33 @@ the rigid contacts restitution and dynamic friction, and update the joint
 coordinates. Multipliers start at zero every step. Rigid bodies follow Müller
 et al. 2020 ("Detailed Rigid Body Simulation with Extended Position Based
 Dynamics"), with Jacobi iterations and mass splitting instead of their
-Gauss-Seidel sweep (``constraints/body_contact.py``, ``constraints/joints.py``).
+Gauss-Seidel sweep (``constraints/body_frames.py``, ``jacobi.py``, ``rigid_contacts.py``,
+``joints.py``).
 
 Why Jacobi: every constraint of an iteration reads the same iterate and
 writes into that iteration's correction buffer, so an iteration is one kernel
 per constraint type (no colouring pass) and each iterate lives in an array of
 its own: ``wp.Tape`` keeps them all and differentiates the whole solve. Those
-per-iteration buffers (iterates, corrections, multipliers) belong to the
-*output* state of the step, allocated the first time a state is written
-(or up front with :meth:`XPBDSolver.prepare_state`) and reused from then on,
-so ``step()`` allocates nothing in a steady loop and a recorded rollout,
-which uses a new state per step, holds exactly the buffers its backward pass
-needs.
+per-iteration buffers (iterates, corrections, multipliers; declared once in
+``XPBD_BUFFERS``) belong to the *output* state of the step
+(``state_out.step_buffers``), allocated the first time a state is written (or
+up front with :meth:`XPBDSolver.prepare_state`) and reused from then on, so
+``step()`` allocates nothing in a steady loop and a recorded rollout, which
+uses a new state per step, holds exactly the buffers its backward pass needs.
 """
 
 from __future__ import annotations
-
-from collections import namedtuple
 
 import math
 
 import warp as wp
 
 from ..integrators import predict_bodies, predict_positions, update_body_velocities, update_velocities
-from ..kinematics import eval_ik
 from .constraints import (
     apply_body_corrections,
     apply_corrections,
     apply_joint_efforts,
+    clear_corrections,
     count_body_constraints,
     eval_body_frames,
     jacobi_scales,
@@ -55,93 +54,58 @@ from .constraints import (
 )
 from .constraints.joints import vec8 as joint_multipliers
 from .constraints.restitution import contact_velocity_row
-from .forces import apply_control_forces, apply_control_wrenches
-from .solver import SolverBase
+from .forces import apply_controls
+from .solver import SolverBase, update_joint_coordinates
+from .step_data import Buffer, StepBufferSpec, stage
+
+# The per-step buffers. Dimensions: "iterate" (K + 1: the prediction and every iteration's result),
+# "iteration" (K), "velocity_iteration" (of the restitution pass), and the entities; every entity size
+# is at least 1, so a model without bodies (or springs, ...) runs the same stage list (those stages
+# return at once).
+XPBD_BUFFERS = StepBufferSpec(
+    # particles
+    Buffer("x", wp.vec3, ("iterate", "particle"), "position iterates x_0..x_K [m] (x_0: the prediction)"),
+    Buffer("delta", wp.vec3, ("iteration", "particle"), "each iteration's summed corrections [m]"),
+    Buffer("particle_qd_pred", wp.vec3, ("particle",), "the prediction's velocity [m/s] (not read again)"),
+    Buffer("spring_lambda", wp.float32, ("iterate", "spring"), "distance constraint multipliers"),
+    Buffer("tri_lambda", wp.vec2, ("iterate", "triangle"), "(stretch, area) multipliers"),
+    Buffer("edge_lambda", wp.float32, ("iterate", "edge"), "bending multipliers"),
+    Buffer("tet_lambda", wp.vec2, ("iterate", "tetrahedron"), "(deviatoric, volumetric) multipliers"),
+    # bodies
+    Buffer("body_q", wp.transform, ("iterate", "body"), "pose iterates (row 0: the prediction)"),
+    Buffer("body_delta", wp.spatial_vector, ("iteration", "body"), "each iteration's summed (dx, dtheta)"),
+    Buffer("body_qd_pred", wp.spatial_vector, ("body",), "the prediction's velocity (v*, w*)"),
+    Buffer("frame_com", wp.vec3, ("iterate", "body"), "each iterate's centre of mass in world [m]"),
+    Buffer("frame_inv_inertia", wp.mat33, ("iterate", "body"), "each iterate's split world inverse inertia"),
+    Buffer("contact_lambda", wp.vec2, ("iterate", "rigid_contact"), "(normal, friction) multipliers per contact"),
+    Buffer("joint_lambda", joint_multipliers, ("iterate", "joint"), "attachment (3), alignment (3), limit, drive"),
+    Buffer("body_qd", wp.spatial_vector, ("velocity_iteration", "body"),
+           "velocity iterates of the restitution pass (row 0: recovered from the poses)"),
+    Buffer("body_dqd", wp.spatial_vector, ("velocity_iteration", "body"), "their changes"),
+    Buffer("contact_rows", contact_velocity_row, ("rigid_contact",), "the restitution pass's contact geometry"),
+    Buffer("split", wp.float32, ("body",), "mass-splitting factor of the position pass", grad=False),
+    Buffer("contact_split", wp.float32, ("body",), "mass-splitting factor of the restitution pass", grad=False),
+)
 
 
-class _BodyBuffers:
-    """The body iterates (poses) 0..K, their corrections, the contact and joint multipliers of one step.
-
-    Sized at least 1 everywhere, so a model without bodies runs the same stage list (every body
-    stage returns at once there).
-    """
-
-    def __init__(self, model, iterations: int, velocity_iterations: int, rigid_contact_max: int,
-                 requires_grad: bool):
-        nb, nj, nc = max(model.body_count, 1), max(model.joint_count, 1), max(rigid_contact_max, 1)
-        k, g = iterations, requires_grad
-        with wp.ScopedDevice(model.device):
-            self.q = wp.zeros((k + 1, nb), dtype=wp.transform, requires_grad=g)
-            self.delta = wp.zeros((k, nb), dtype=wp.spatial_vector, requires_grad=g)
-            self.qd_pred = wp.zeros(nb, dtype=wp.spatial_vector, requires_grad=g)
-            # velocity iterates of the restitution pass (row 0: recovered from the poses) and their changes
-            self.qd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
-            self.dqd = wp.zeros((velocity_iterations, nb), dtype=wp.spatial_vector, requires_grad=g)
-            self.contact_lambda = wp.zeros((k + 1, nc), dtype=wp.vec2, requires_grad=g)
-            # each iterate's body frames for the contacts (centre of mass, split world inverse inertia)
-            self.frame_com = wp.zeros((k + 1, nb), dtype=wp.vec3, requires_grad=g)
-            self.frame_inv_inertia = wp.zeros((k + 1, nb), dtype=wp.mat33, requires_grad=g)
-            # the restitution pass's per-contact geometry (constraints.restitution.contact_velocity_row)
-            self.contact_rows = wp.zeros(nc, dtype=contact_velocity_row, requires_grad=g)
-            self.joint_lambda = wp.zeros((k + 1, nj), dtype=joint_multipliers, requires_grad=g)
-            # mass-splitting counts of the position and the velocity pass (integers: no gradient)
-            self.split = wp.zeros(nb, dtype=float)
-            self.contact_split = wp.zeros(nb, dtype=float)
-        self.rigid_contact_max = rigid_contact_max
-
-    def arrays(self):
-        return (self.q, self.delta, self.qd_pred, self.qd, self.dqd, self.contact_lambda, self.contact_rows,
-                self.frame_com, self.frame_inv_inertia, self.joint_lambda)
+# ---------------------------------------------------------------------------------------------- integration stages
+@stage("predict", writes=lambda data: {"x": data.buffers.rows.x[0], "body_q": data.buffers.rows.body_q[0]})
+def predict(model, data) -> None:
+    """Stage: iterate 0, the particles' and bodies' unconstrained positions and poses after dt under gravity and
+    ``state_out.particle_f`` / ``body_f`` (the symplectic Euler step; its velocities kept aside)."""
+    state, out, b, dt = data.state_in, data.state_out, data.buffers, data.dt
+    predict_positions(model, state, out.particle_f, dt, b.rows.x[0], b.particle_qd_pred)
+    predict_bodies(model, state, out.body_f, dt, b.rows.body_q[0], b.body_qd_pred)
 
 
-_IterationViews = namedtuple("_IterationViews", "x x_next delta spring_lambda spring_lambda_next tri_lambda "
-                             "tri_lambda_next edge_lambda edge_lambda_next tet_lambda tet_lambda_next q q_next "
-                             "body_delta frame_com frame_com_next frame_inv_inertia frame_inv_inertia_next "
-                             "contact_lambda contact_lambda_next joint_lambda joint_lambda_next")
-
-
-class _IterationBuffers:
-    """The iterates x_0..x_K, corrections and spring multipliers of one step, and the bodies' (``bodies``)."""
-
-    def __init__(self, model, iterations: int, requires_grad: bool, rigid_contact_max: int = 0,
-                 velocity_iterations: int = 1):
-        n, s, t = max(model.particle_count, 1), model.spring_count, model.tet_count  # >= 1: indexable rows
-        tri, e = model.tri_count, model.edge_count
-        with wp.ScopedDevice(model.device):
-            self.x = wp.zeros((iterations + 1, n), dtype=wp.vec3, requires_grad=requires_grad)
-            self.delta = wp.zeros((iterations, n), dtype=wp.vec3, requires_grad=requires_grad)
-            self.spring_lambda = wp.zeros((iterations + 1, max(s, 1)), dtype=float, requires_grad=requires_grad)
-            # (deviatoric, volumetric) multipliers per tet
-            self.tet_lambda = wp.zeros((iterations + 1, max(t, 1)), dtype=wp.vec2, requires_grad=requires_grad)
-            self.tri_lambda = wp.zeros((iterations + 1, max(tri, 1)), dtype=wp.vec2, requires_grad=requires_grad)
-            self.edge_lambda = wp.zeros((iterations + 1, max(e, 1)), dtype=float, requires_grad=requires_grad)
-        self.bodies = _BodyBuffers(model, iterations, velocity_iterations, rigid_contact_max, requires_grad)
-        self.iterations, self.requires_grad = iterations, requires_grad
-        # every iteration's row views, made once: a view costs ~5 us of Python, and a step takes ~30 per iteration
-        rb = self.bodies
-        self.per_iteration = [_IterationViews(
-            self.x[k], self.x[k + 1], self.delta[k], self.spring_lambda[k], self.spring_lambda[k + 1],
-            self.tri_lambda[k], self.tri_lambda[k + 1], self.edge_lambda[k], self.edge_lambda[k + 1],
-            self.tet_lambda[k], self.tet_lambda[k + 1], rb.q[k], rb.q[k + 1], rb.delta[k], rb.frame_com[k],
-            rb.frame_com[k + 1], rb.frame_inv_inertia[k], rb.frame_inv_inertia[k + 1], rb.contact_lambda[k],
-            rb.contact_lambda[k + 1], rb.joint_lambda[k], rb.joint_lambda[k + 1]) for k in range(iterations)]
-        self.x_first, self.x_last = self.x[0], self.x[iterations]
-        self.q_first, self.q_last, self.qd_first = rb.q[0], rb.q[iterations], rb.qd[0]
-        self.frame_com_first, self.frame_inv_inertia_first = rb.frame_com[0], rb.frame_inv_inertia[0]
-        self.contact_lambda_last = rb.contact_lambda[iterations]
-
-    def zero_grad(self) -> None:
-        if self.requires_grad:
-            for a in self._arrays():
-                a.grad.zero_()
-
-    def bytes(self) -> int:
-        per = 1 + (1 if self.requires_grad else 0)
-        return per * sum(a.capacity for a in self._arrays())
-
-    def _arrays(self):
-        return (self.x, self.delta, self.spring_lambda, self.tri_lambda, self.edge_lambda, self.tet_lambda,
-                *self.bodies.arrays())
+@stage("velocity update", writes=lambda data: {n: getattr(data.state_out, n) for n in ("particle_q", "particle_qd")})
+def recover_velocities(model, data) -> None:
+    """Stage: the solved positions and poses into ``state_out``, the velocities they imply into
+    ``state_out.particle_qd`` and velocity iterate 0 of the bodies (the restitution pass starts from it)."""
+    state, out, b, dt = data.state_in, data.state_out, data.buffers, data.dt
+    rows = b.rows
+    update_velocities(model, state, rows.x[-1], dt, out.particle_q, out.particle_qd)
+    update_body_velocities(model, rows.body_q[0], b.body_qd_pred, rows.body_q[-1], dt, out.body_q, rows.body_qd[0])
 
 
 class XPBDSolver(SolverBase):
@@ -193,7 +157,7 @@ class XPBDSolver(SolverBase):
     positional friction, then restitution on the velocities), by
     particle contacts on their shapes (two-way) and by joints (hard attachment
     and alignment, limits, compliant PD drives), all with mass splitting in
-    the Jacobi iterations (``constraints/body_contact.py``). Rigid contacts and
+    the Jacobi iterations (``constraints/jacobi.py``). Rigid contacts and
     joints converge like the rest of Jacobi: prefer substeps (Müller et al.
     use many substeps of one iteration; 10-20 substeps of 4-8 iterations per
     60 Hz frame hold stacks and chains, ``tests/test_rigid_xpbd.py``).
@@ -210,7 +174,7 @@ class XPBDSolver(SolverBase):
     limits (a drive switched on later is solved, but split as if absent).
 
     Args (rigid bodies; ``splitting`` applies to them too, see
-    ``constraints/body_contact.py``):
+    ``constraints/jacobi.py``):
         restitution_threshold: [m/s] contacts approaching slower than this at
             the start of a step do not bounce (e = 0): a resting body would
             otherwise jitter on the velocity gravity gives it in one step.
@@ -219,6 +183,8 @@ class XPBDSolver(SolverBase):
         joint_linear_compliance: [m/N] of the joints' attachment rows (0: hard).
         joint_angular_compliance: [rad/(N m)] of their alignment rows (0: hard).
     """
+
+    step_buffer_spec = XPBD_BUFFERS
 
     def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, splitting: str = "sqrt",
                  check_finite: bool = False, restitution_threshold: float = 0.1, velocity_iterations: int = 4,
@@ -247,86 +213,40 @@ class XPBDSolver(SolverBase):
         self.scales = jacobi_scales(model, self.relaxation, splitting)
         self.split_exponent = 0.5 if splitting == "sqrt" else 1.0  # bodies: n^p, as the particles' 1/sqrt(n) or 1/n
         self.joint_rows = joint_rows_per_body(model)
-        # drive targets of a step taken without a Control
-        self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
 
-    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
-        """Bytes of the per-iteration buffers that every output state of a step carries.
-
-        ``rigid_contact_max``: the capacity of the step's ``Contacts`` (their multipliers are per contact).
-        """
+    def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m, k = self.model, self.iterations
-        lam = 4 * max(m.spring_count, 1) + 8 * max(m.tri_count, 1) + 4 * max(m.edge_count, 1) + 8 * max(m.tet_count, 1)
-        values = (k + 1) * m.particle_count * 12 + k * m.particle_count * 12 + (k + 1) * lam
-        nb, nj, nc = max(m.body_count, 1), max(m.joint_count, 1), max(rigid_contact_max, 1)
-        kv = self.velocity_iterations
-        # poses, corrections, velocity iterates, multipliers, restitution rows (17 floats), body frames (12 floats)
-        bodies = ((k + 1) * nb * 28 + k * nb * 24 + (1 + 2 * kv) * nb * 24 + (k + 1) * (8 * nc + 32 * nj) + 68 * nc
-                  + (k + 1) * nb * 48)
-        return (values + bodies) * (2 if requires_grad else 1) + 8 * nb
-
-    def prepare_state(self, state, contacts=None) -> None:
-        """Allocate the per-iteration buffers of ``state`` now instead of at its first step (for ``contacts``)."""
-        self._buffers(state, contacts)
-
-    def _buffers(self, state, contacts=None) -> _IterationBuffers:
-        buf = getattr(state, "_xpbd_buffers", None)
-        rigid_max = contacts.rigid_contact_max if contacts is not None and self.model.body_count else 0
-        if (buf is None or buf.iterations != self.iterations or buf.requires_grad != state.requires_grad()
-                or buf.bodies.rigid_contact_max != rigid_max or buf.bodies.qd.shape[0] != self.velocity_iterations):
-            buf = _IterationBuffers(self.model, self.iterations, state.requires_grad(), rigid_max,
-                                    self.velocity_iterations)
-            state._xpbd_buffers = buf
-        return buf
+        rigid = rigid_contact_max if m.body_count else 0
+        return {"iterate": k + 1, "iteration": k, "velocity_iteration": self.velocity_iterations,
+                "particle": max(m.particle_count, 1), "spring": max(m.spring_count, 1),
+                "triangle": max(m.tri_count, 1), "edge": max(m.edge_count, 1), "tetrahedron": max(m.tet_count, 1),
+                "body": max(m.body_count, 1), "joint": max(m.joint_count, 1), "rigid_contact": max(rigid, 1)}
 
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
-        self._validate(state_in, state_out, control, contacts, dt)
         model = self.model
-        it = self._buffers(state_out, contacts)
-        rb = it.bodies
-        if self.check_finite:
-            self._check("input", particle_q=state_in.particle_q, particle_qd=state_in.particle_qd,
-                        body_q=state_in.body_q, body_qd=state_in.body_qd)
+        data = self.begin_step(state_in, state_out, control, contacts, dt)
 
-        apply_control_forces(model, control, state_out.particle_f)
-        apply_control_wrenches(model, control, state_out.body_f)
-        apply_joint_efforts(model, state_in, control, state_out.body_f)
-        predict_positions(model, state_in, state_out.particle_f, dt, it.x_first)
-        predict_bodies(model, state_in, state_out.body_f, dt, it.q_first, rb.qd_pred)
-        self._check("predict", x=it.x_first, body_q=it.q_first)
-        count_body_constraints(model, it.q_first, contacts, self.joint_rows, self.split_exponent, rb.split)
-        eval_body_frames(model, it.q_first, rb.split, it.frame_com_first, it.frame_inv_inertia_first)
-        it.delta.zero_()
-        rb.delta.zero_()
-        for k, v in enumerate(it.per_iteration):  # iteration k reads iterate k, writes iterate k + 1
-            solve_distance_constraints(model, state_in, v.x, self.scales["spring"], v.spring_lambda,
-                                       v.spring_lambda_next, dt, v.delta)
-            solve_triangle_constraints(model, state_in, v.x, self.scales["tri"], v.tri_lambda, v.tri_lambda_next, dt,
-                                       v.delta)
-            solve_bending_constraints(model, state_in, v.x, self.scales["edge"], v.edge_lambda, v.edge_lambda_next,
-                                      dt, v.delta)
-            solve_tet_constraints(model, state_in, v.x, self.scales["tet"], v.tet_lambda, v.tet_lambda_next, dt,
-                                  v.delta)
-            solve_shape_contacts(model, state_in, v.x, contacts, v.delta, v.q, rb.split, v.body_delta)
-            solve_particle_contacts(model, state_in, v.x, contacts, v.delta)
-            solve_body_contacts(model, state_in, v.q, contacts, rb.split, v.frame_com, v.frame_inv_inertia,
-                                v.contact_lambda, v.contact_lambda_next, v.body_delta)
-            solve_joints(model, state_in, control, v.q, rb.split, v.joint_lambda, v.joint_lambda_next, dt,
-                         v.body_delta, self.joint_linear_compliance, self.joint_angular_compliance, self.relaxation,
-                         self.zero_dofs)
-            apply_corrections(model, v.x, v.delta, v.x_next)
-            apply_body_corrections(model, v.q, v.body_delta, rb.split, v.q_next, v.frame_com_next,
-                                   v.frame_inv_inertia_next)
-            self._check(f"iteration {k}", x=v.x_next, body_q=v.q_next)
-        update_velocities(model, state_in, it.x_last, dt, state_out)
-        update_body_velocities(model, it.q_first, rb.qd_pred, it.q_last, dt, state_out.body_q, it.qd_first)
-        solve_contact_velocities(model, state_in, state_out.body_q, rb.qd, contacts, it.contact_lambda_last,
-                                 rb.contact_split, rb.contact_rows, rb.dqd, self.restitution_threshold,
-                                 self.split_exponent, dt, state_out.body_qd)
-        self._check("velocity update", particle_q=state_out.particle_q, particle_qd=state_out.particle_qd,
-                    body_q=state_out.body_q, body_qd=state_out.body_qd)
-        eval_ik(model, state_out)
+        apply_controls(model, data)
+        apply_joint_efforts(model, data)
+        predict(model, data)
+        count_body_constraints(model, data)
+        eval_body_frames(model, data)
+        clear_corrections(model, data)
+        for k in range(self.iterations):  # iteration k reads iterate k, writes iterate k + 1
+            solve_distance_constraints(model, data, k)
+            solve_triangle_constraints(model, data, k)
+            solve_bending_constraints(model, data, k)
+            solve_tet_constraints(model, data, k)
+            solve_shape_contacts(model, data, k)
+            solve_particle_contacts(model, data, k)
+            solve_body_contacts(model, data, k)
+            solve_joints(model, data, k)
+            apply_corrections(model, data, k)
+            apply_body_corrections(model, data, k)
+        recover_velocities(model, data)
+        solve_contact_velocities(model, data)
+        update_joint_coordinates(model, data)
 
         self.step_count += 1
         return state_out

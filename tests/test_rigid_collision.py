@@ -19,7 +19,8 @@ import warp as wp
 from conftest import DEVICE
 
 import inertia
-from inertia.collision.contact_geometry import rigid_contact_geometry
+from inertia.collision.contact_geometry import RigidContacts, rigid_contact_geometry, rigid_contacts
+from inertia.collision.sdf import ShapeGeometry, shape_geometry
 
 MARGIN = 0.01  # the builder's default rigid_contact_margin [m]
 SQ2 = math.sqrt(2.0)
@@ -27,25 +28,19 @@ SQ2 = math.sqrt(2.0)
 
 @wp.kernel
 def eval_contacts_kernel(
-    shape0: wp.array(dtype=wp.int32),
-    shape1: wp.array(dtype=wp.int32),
-    point0: wp.array(dtype=wp.vec3),
-    thickness0: wp.array(dtype=float),
-    normal1: wp.array(dtype=wp.vec3),
+    # Model:
+    shapes: ShapeGeometry,
+    # Data in:
     body_q: wp.array(dtype=wp.transform),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    contacts: RigidContacts,
+    # Data out:
     depth: wp.array(dtype=float),
     normal: wp.array(dtype=wp.vec3),
     p0: wp.array(dtype=wp.vec3),
     p1: wp.array(dtype=wp.vec3),
 ):
     i = wp.tid()
-    g = rigid_contact_geometry(point0[i], thickness0[i], shape_body[shape0[i]], shape1[i], body_q, shape_body,
-                               shape_transform, shape_type, shape_scale, shape_source_ptr, 10.0, normal1[i])
+    g = rigid_contact_geometry(body_q, shapes, contacts, i, 9.0)  # mesh queries reach 10 m past the thickness
     depth[i] = g.depth
     normal[i] = g.normal
     p0[i] = g.p0
@@ -84,9 +79,7 @@ def detect(model, state=None, contacts=None):
         arrays = {k: wp.zeros(n, dtype=wp.vec3, device=DEVICE) for k in ("normal", "p0", "p1")}
         depth = wp.zeros(n, dtype=float, device=DEVICE)
         wp.launch(eval_contacts_kernel, dim=n, device=DEVICE,
-                  inputs=[contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
-                          contacts.rigid_contact_thickness0, contacts.rigid_contact_normal1, state.body_q, model.shape_body, model.shape_transform,
-                          model.shape_type, model.shape_scale, model.shape_source_ptr],
+                  inputs=[shape_geometry(model), state.body_q, rigid_contacts(contacts)],
                   outputs=[depth, arrays["normal"], arrays["p0"], arrays["p1"]])
         out = {k: a.numpy().astype(np.float64) for k, a in arrays.items()}
         out["depth"] = depth.numpy().astype(np.float64)

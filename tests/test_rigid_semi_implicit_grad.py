@@ -33,7 +33,6 @@ from conftest import DEVICE
 from gradcheck import Input, TapeProblem, check_gradient
 
 import inertia
-from inertia.solvers.forces import eval_body_contact_forces
 
 G = 9.81
 
@@ -254,19 +253,6 @@ def test_a_step_without_control_drives_nothing():
     solver.step(a, c, None, None, 1e-3)
     solver.step(a, d, model.control(), None, 1e-3)
     assert np.array_equal(c.body_qd.numpy(), d.body_qd.numpy())
-
-
-def test_body_contact_stage_refuses_a_count_buffer_of_the_wrong_size():
-    b = inertia.ModelBuilder()
-    b.add_ground_plane()
-    body = b.add_body(xform=((0, 0, 0.04), (0, 0, 0, 1)))
-    b.add_shape_box(body, hx=0.05, hy=0.05, hz=0.05)
-    model = b.finalize(device=DEVICE)
-    state, contacts = model.state(), model.contacts()
-    model.collide(state, contacts)
-    counts = wp.zeros(3, dtype=wp.int32, device=DEVICE)
-    with pytest.raises(ValueError, match="counts must be an int32 array of 1 entries"):
-        eval_body_contact_forces(model, state, contacts, 1e-3, state.body_f, counts)
 
 
 # --------------------------------------------------------------------------- graph capture

@@ -259,7 +259,7 @@ def test_gradients_through_contact_and_joints_match_central_differences():
     r.control.joint_target_pos.assign(np.array([1.0], np.float32))
     r.backward()
     sliding = float(r.states[-1].body_qd.numpy()[box][0])
-    lam = r.states[-1]._xpbd_buffers.bodies.contact_lambda.numpy()[-1]
+    lam = r.states[-1].step_buffers.contact_lambda.numpy()[-1]
     assert sliding > 0.5 and r.contacts.counts()["rigid_contacts"] == 4 and (lam[:4, 0] > 0).all()
     # The loss weighs both bodies' final velocities. They are XPBD's position differences / dt, and the bar's
     # poses sit near z = 1 m, where a float32 ulp of position is 1.2e-7 m = 6e-5 m/s at dt = 1/480: the loss's

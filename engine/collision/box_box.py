@@ -32,8 +32,10 @@ Not differentiated (selection only), like the rest of detection.
 
 import warp as wp
 
+from ..kinematics import body_pose
 from .contact_geometry import box_support
-from .contact_sink import ContactSink, ShapeGeometry, append_contact, body_pose_of, shape_world_pose
+from .contact_sink import ContactSink, append_contact
+from .sdf import ShapeGeometry, shape_world_pose
 
 # an edge axis wins only when its overlap is below the best face axis's by 5 % of that overlap plus 10 um
 EDGE_RELATIVE = wp.constant(0.05)
@@ -90,14 +92,15 @@ def clip_polygon(p: Polygon, axis: int, side: float, limit: float):
 
 
 @wp.func
-def face_contacts(g: ShapeGeometry, sink: ContactSink, s_ref: int, s_inc: int, k: int):
+def face_contacts(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, s_ref: int,
+                  s_inc: int, k: int):
     """Contacts of the incident box's face clipped against face k (+-) of the reference box.
 
     Returns the deepest clipped point's penetration [m] (-1e30 when none is left)."""
-    X_ref = shape_world_pose(g, s_ref)
-    X_inc = shape_world_pose(g, s_inc)
-    h_ref = g.shape_scale[s_ref]
-    h_inc = g.shape_scale[s_inc]
+    X_ref = shape_world_pose(shapes, body_q, s_ref)
+    X_inc = shape_world_pose(shapes, body_q, s_inc)
+    h_ref = shapes.scale[s_ref]
+    h_inc = shapes.scale[s_inc]
     X = wp.transform_inverse(X_ref) * X_inc  # incident box in the reference frame
     t = wp.transform_get_translation(X)
     r = wp.quat_to_matrix(wp.transform_get_rotation(X))
@@ -130,7 +133,7 @@ def face_contacts(g: ShapeGeometry, sink: ContactSink, s_ref: int, s_inc: int, k
     p = clip_polygon(p, a, -1.0, h_ref[a])
     p = clip_polygon(p, b, 1.0, h_ref[b])
     p = clip_polygon(p, b, -1.0, h_ref[b])
-    to_body = wp.transform_inverse(body_pose_of(g, s_inc)) * X_ref
+    to_body = wp.transform_inverse(body_pose(body_q, shapes.body[s_inc])) * X_ref
     deepest = float(-1.0e30)
     for i in range(p.n):
         x = p.v[i]
@@ -160,14 +163,15 @@ def closest_on_segments(p1: wp.vec3, d1: wp.vec3, p2: wp.vec3, d2: wp.vec3):
 
 
 @wp.func
-def edge_contact(g: ShapeGeometry, sink: ContactSink, sa: int, sb: int, i: int, j: int, u: wp.vec3):
+def edge_contact(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, sa: int, sb: int,
+                 i: int, j: int, u: wp.vec3):
     """The contact between box B's edge along its axis i and box A's edge along A's axis j (u: B's frame, B -> A)."""
-    X_b = shape_world_pose(g, sb)
-    X = wp.transform_inverse(X_b) * shape_world_pose(g, sa)
+    X_b = shape_world_pose(shapes, body_q, sb)
+    X = wp.transform_inverse(X_b) * shape_world_pose(shapes, body_q, sa)
     t = wp.transform_get_translation(X)
     r = wp.quat_to_matrix(wp.transform_get_rotation(X))
-    hb = g.shape_scale[sb]
-    ha = g.shape_scale[sa]
+    hb = shapes.scale[sb]
+    ha = shapes.scale[sa]
     pb = wp.vec3(0.0)
     for m in range(3):
         if m != i:
@@ -182,18 +186,18 @@ def edge_contact(g: ShapeGeometry, sink: ContactSink, sa: int, sb: int, i: int, 
     st = closest_on_segments(pa, da, pb, db)
     x = pa + da * st[0]
     if wp.dot(u, x) - box_support(hb, u) < sink.margin:
-        to_body = wp.transform_inverse(body_pose_of(g, sa)) * X_b
+        to_body = wp.transform_inverse(body_pose(body_q, shapes.body[sa])) * X_b
         append_contact(sink, sa, sb, wp.transform_point(to_body, x), 0.0, u)
 
 
 @wp.func
-def box_box_contacts(g: ShapeGeometry, sink: ContactSink, sa: int, sb: int):
+def box_box_contacts(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, sa: int, sb: int):
     """Separating axes in B's frame, then face or edge contacts (module docstring)."""
-    X = wp.transform_inverse(shape_world_pose(g, sb)) * shape_world_pose(g, sa)
+    X = wp.transform_inverse(shape_world_pose(shapes, body_q, sb)) * shape_world_pose(shapes, body_q, sa)
     t = wp.transform_get_translation(X)
     r = wp.quat_to_matrix(wp.transform_get_rotation(X))
-    ha = g.shape_scale[sa]
-    hb = g.shape_scale[sb]
+    ha = shapes.scale[sa]
+    hb = shapes.scale[sb]
     best_face = float(1.0e30)
     face = int(-1)
     for k in range(3):  # B's faces
@@ -232,14 +236,14 @@ def box_box_contacts(g: ShapeGeometry, sink: ContactSink, sa: int, sb: int):
     if wp.min(best_face, best_edge) < -sink.margin:
         return  # separated by more than the margin
     if best_edge < best_face - (EDGE_RELATIVE * wp.abs(best_face) + EDGE_ABSOLUTE):
-        edge_contact(g, sink, sa, sb, edge_i, edge_j, edge_u)
+        edge_contact(shapes, body_q, sink, sa, sb, edge_i, edge_j, edge_u)
         return
     deepest = float(0.0)
     if face < 3:
-        deepest = face_contacts(g, sink, sb, sa, face)
+        deepest = face_contacts(shapes, body_q, sink, sb, sa, face)
     else:
-        deepest = face_contacts(g, sink, sa, sb, face - 3)
+        deepest = face_contacts(shapes, body_q, sink, sa, sb, face - 3)
     # the face won within the preference band, but its overlap came from a part of the incident box that
     # lies beyond the reference face's sides: the boxes overlap near an edge; add that edge contact too
     if best_edge < 1.0e29 and deepest < best_face - (FACE_SHORTFALL * wp.abs(best_face) + EDGE_ABSOLUTE):
-        edge_contact(g, sink, sa, sb, edge_i, edge_j, edge_u)
+        edge_contact(shapes, body_q, sink, sa, sb, edge_i, edge_j, edge_u)

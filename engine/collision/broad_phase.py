@@ -51,7 +51,10 @@ import warnings
 import numpy as np
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
+from .contact_sink import PairList, append_pair, rigid_pairs
+from .sdf import ShapeGeometry, shape_geometry, shape_world_pose
 
 wp.set_module_options({"enable_backward": False})
 
@@ -113,13 +116,6 @@ def shapes_may_collide(f: ShapeFilter, a: int, b: int):
 
 
 @wp.func
-def emit_pair(a: int, b: int, capacity: int, count: wp.array(dtype=wp.int32), pairs: wp.array(dtype=wp.vec2i)):
-    slot = wp.atomic_add(count, 0, 1)
-    if slot < capacity:
-        pairs[slot] = wp.vec2i(wp.min(a, b), wp.max(a, b))
-
-
-@wp.func
 def abs_vec(v: wp.vec3):
     return wp.vec3(wp.abs(v[0]), wp.abs(v[1]), wp.abs(v[2]))
 
@@ -146,36 +142,33 @@ def shape_half_extent(geo_type: int, scale: wp.vec3, radius: float, rot: wp.quat
 
 
 @wp.func
-def is_swept(shape_type: wp.array(dtype=wp.int32), shape_flags: wp.array(dtype=wp.int32), s: int):
-    return shape_type[s] != GEO_PLANE and (shape_flags[s] & SHAPE_FLAG_COLLIDE_SHAPES) != 0
+def is_swept(shapes: ShapeGeometry, shape_flags: wp.array(dtype=wp.int32), s: int):
+    return shapes.type[s] != GEO_PLANE and (shape_flags[s] & SHAPE_FLAG_COLLIDE_SHAPES) != 0
 
 
 @wp.kernel
 def shape_aabb_kernel(
-    body_q: wp.array(dtype=wp.transform),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_radius: wp.array(dtype=float),
+    # Model:
+    shapes: ShapeGeometry,
     shape_flags: wp.array(dtype=wp.int32),
     shape_world: wp.array(dtype=wp.int32),
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
+    # In:
     margin: float,
+    # Data out:
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
     centre_moments: wp.array2d(dtype=wp.float64),
 ):
     s = wp.tid()
-    X = shape_transform[s]
-    b = shape_body[s]
-    if b >= 0:
-        X = body_q[b] * X
+    X = shape_world_pose(shapes, body_q, s)
     c = wp.transform_get_translation(X)
-    h = shape_half_extent(shape_type[s], shape_scale[s], shape_radius[s], wp.transform_get_rotation(X))
+    h = shape_half_extent(shapes.type[s], shapes.scale[s], shapes.radius[s], wp.transform_get_rotation(X))
     h = h + wp.vec3(margin)
     aabb_lower[s] = c - h
     aabb_upper[s] = c + h
-    if is_swept(shape_type, shape_flags, s):
+    if is_swept(shapes, shape_flags, s):
         # first and second moments of the centres, per world (row world + 1): the sweep axis is the one of
         # largest spread within the worlds, so a world is swept alike however the others are laid out
         w = shape_world[s] + 1
@@ -187,7 +180,14 @@ def shape_aabb_kernel(
 
 
 @wp.kernel
-def sweep_axis_kernel(centre_moments: wp.array2d(dtype=wp.float64), worlds: int, sweep_axis: wp.array(dtype=wp.int32)):
+def sweep_axis_kernel(
+    # Data in:
+    centre_moments: wp.array2d(dtype=wp.float64),
+    # In:
+    worlds: int,
+    # Data out:
+    sweep_axis: wp.array(dtype=wp.int32),
+):
     """The axis of the largest summed within-world variance of the centres (world -1's only if it is alone)."""
     spread = wp.vec3d()
     for w in range(1, worlds + 1):
@@ -220,12 +220,15 @@ def ordered_bits(x: float):
 
 @wp.kernel
 def sweep_keys_kernel(
-    shape_type: wp.array(dtype=wp.int32),
+    # Model:
+    shapes: ShapeGeometry,
     shape_flags: wp.array(dtype=wp.int32),
     shape_world: wp.array(dtype=wp.int32),
+    # Data in:
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
     sweep_axis: wp.array(dtype=wp.int32),
+    # Data out:
     keys: wp.array(dtype=wp.int64),
     values: wp.array(dtype=wp.int32),
     upper_keys: wp.array(dtype=wp.int64),
@@ -233,7 +236,7 @@ def sweep_keys_kernel(
     s = wp.tid()
     axis = sweep_axis[0]
     values[s] = s
-    if not is_swept(shape_type, shape_flags, s):
+    if not is_swept(shapes, shape_flags, s):
         keys[s] = NOT_SWEPT
         upper_keys[s] = NOT_SWEPT
         return
@@ -243,7 +246,13 @@ def sweep_keys_kernel(
 
 
 @wp.kernel
-def rank_sort_kernel(keys: wp.array(dtype=wp.int64), values: wp.array(dtype=wp.int32), n: int):
+def rank_sort_kernel(
+    # In:
+    n: int,
+    # Data out:
+    keys: wp.array(dtype=wp.int64),
+    values: wp.array(dtype=wp.int32),
+):
     """Sort keys[:n] (with their values) into keys[n:2n] by counting, for each, the keys before it.
 
     O(n^2) work in one launch: for the few shapes of a small scene it beats a radix sort, whose fixed
@@ -274,21 +283,36 @@ def lower_bound(keys: wp.array(dtype=wp.int64), n: int, key: wp.int64):
     return lo
 
 
+@wp.struct
+class SortedBounds:
+    """The sweep's sorted lists (the broad phase's buffers once sorted): what the pair search reads."""
+
+    keys: wp.array(dtype=wp.int64)  # sorted (world + 1, lower bound along the axis) keys
+    values: wp.array(dtype=wp.int32)  # the shape of each sorted key
+    upper_keys: wp.array(dtype=wp.int64)  # per shape: its (world + 1, upper bound) key
+    aabb_lower: wp.array(dtype=wp.vec3)  # per shape [m]
+    aabb_upper: wp.array(dtype=wp.vec3)
+    sweep_axis: wp.array(dtype=wp.int32)  # [0]: the axis swept along
+
+
+sorted_bounds = ArgBundle(SortedBounds)  # of the model's ShapeBroadPhase buffers
+
+
 @wp.kernel
 def shared_running_max_kernel(
-    keys: wp.array(dtype=wp.int64),
-    values: wp.array(dtype=wp.int32),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    sweep_axis: wp.array(dtype=wp.int32),
+    # Data in:
+    sweep: SortedBounds,
+    # In:
     n: int,
+    # Data out:
     running_upper: wp.array(dtype=float),
 ):
     # one thread: the shared segment (world -1) is usually a handful of static shapes
-    axis = sweep_axis[0]
-    end = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
+    axis = sweep.sweep_axis[0]
+    end = lower_bound(sweep.keys, n, wp.int64(1) << SEGMENT_BITS)
     m = float(-1.0e30)
     for j in range(end):
-        m = wp.max(m, aabb_upper[values[j]][axis])
+        m = wp.max(m, sweep.aabb_upper[sweep.values[j]][axis])
         running_upper[j] = m
 
 
@@ -300,20 +324,21 @@ def aabbs_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
 
 @wp.kernel
 def sweep_kernel(
-    keys: wp.array(dtype=wp.int64),
-    values: wp.array(dtype=wp.int32),
-    upper_keys: wp.array(dtype=wp.int64),
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    sweep_axis: wp.array(dtype=wp.int32),
-    running_upper: wp.array(dtype=float),
-    n: int,
+    # Model:
     f: ShapeFilter,
-    capacity: int,
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    # Data in:
+    sweep: SortedBounds,
+    running_upper: wp.array(dtype=float),
+    # In:
+    n: int,
+    # Data out:
+    out: PairList,
 ):
     i = wp.tid()
+    keys = sweep.keys
+    values = sweep.values
+    aabb_lower = sweep.aabb_lower
+    aabb_upper = sweep.aabb_upper
     key = keys[i]
     if key >= NOT_SWEPT:
         return
@@ -322,7 +347,7 @@ def sweep_kernel(
     hi = aabb_upper[a]
     # same segment (world), later in the sort: a later lower bound beyond our upper bound ends the sweep;
     # the next segment's keys are all larger than ours, so it ends there too
-    stop = upper_keys[a]
+    stop = sweep.upper_keys[a]
     j = i + 1
     while j < n:
         if keys[j] > stop:
@@ -330,14 +355,14 @@ def sweep_kernel(
         b = values[j]
         if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
             if shapes_may_collide(f, a, b):
-                emit_pair(a, b, capacity, pair_count, pairs)
+                append_pair(out, a, b)
         j += 1
     if (key >> SEGMENT_BITS) == wp.int64(0):
         return
     # a shape of a world >= 0 against the shared segment (world -1, sorted first): every shared shape whose
     # lower bound is below our upper bound, walking down until no earlier upper bound can reach our lower one
     shared = lower_bound(keys, n, wp.int64(1) << SEGMENT_BITS)
-    axis = sweep_axis[0]
+    axis = sweep.sweep_axis[0]
     j = lower_bound(keys, shared, (stop & LOW_MASK) + wp.int64(1)) - 1
     while j >= 0:
         if running_upper[j] < lo[axis]:
@@ -345,50 +370,49 @@ def sweep_kernel(
         b = values[j]
         if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
             if shapes_may_collide(f, a, b):
-                emit_pair(a, b, capacity, pair_count, pairs)
+                append_pair(out, a, b)
         j -= 1
 
 
 @wp.func
-def plane_pair(s: int, p: int, shape_transform: wp.array(dtype=wp.transform), aabb_lower: wp.array(dtype=wp.vec3),
-               aabb_upper: wp.array(dtype=wp.vec3), f: ShapeFilter, capacity: int, pair_count: wp.array(dtype=wp.int32),
-               pairs: wp.array(dtype=wp.vec2i)):
+def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, aabb_lower: wp.array(dtype=wp.vec3),
+               aabb_upper: wp.array(dtype=wp.vec3), s: int, p: int, out: PairList):
     if not shapes_may_collide(f, s, p):
         return
     # the AABB corner farthest down the plane's normal, on or below the plane (the AABB holds the margin)
-    X = shape_transform[p]  # planes are static: their pose is in world
+    X = shapes.transform[p]  # planes are static: their pose is in world
     n = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, 1.0))
     c = (aabb_lower[s] + aabb_upper[s]) * 0.5
     h = (aabb_upper[s] - aabb_lower[s]) * 0.5
     lowest = wp.dot(c - wp.transform_get_translation(X), n) - wp.dot(h, abs_vec(n))
     if lowest <= 0.0:
-        emit_pair(s, p, capacity, pair_count, pairs)
+        append_pair(out, s, p)
 
 
 @wp.kernel
 def plane_pairs_kernel(
+    # Model:
+    shapes: ShapeGeometry,
+    shape_world: wp.array(dtype=wp.int32),
+    f: ShapeFilter,
+    # Data in:
     plane_offsets: wp.array(dtype=wp.int32),
     planes: wp.array(dtype=wp.int32),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_world: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
-    f: ShapeFilter,
-    capacity: int,
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    # Data out:
+    out: PairList,
 ):
     """Each shape against the shared planes (row 0 of the CSR) and its own world's (row world + 1) only."""
     s = wp.tid()
-    if shape_type[s] == GEO_PLANE:
+    if shapes.type[s] == GEO_PLANE:
         return
     for k in range(plane_offsets[0], plane_offsets[1]):
-        plane_pair(s, planes[k], shape_transform, aabb_lower, aabb_upper, f, capacity, pair_count, pairs)
+        plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], out)
     w = shape_world[s] + 1
     if w > 0:
         for k in range(plane_offsets[w], plane_offsets[w + 1]):
-            plane_pair(s, planes[k], shape_transform, aabb_lower, aabb_upper, f, capacity, pair_count, pairs)
+            plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], out)
 
 
 class ShapeBroadPhase:
@@ -485,30 +509,29 @@ def detect_shape_pairs(model, state, contacts) -> None:
     if not bp.active:
         return
     n, dev = model.shape_count, model.device
+    shapes = shape_geometry(model)
+    out = rigid_pairs(contacts)
     bp.centre_moments.zero_()
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[state.body_q, model.shape_body, model.shape_transform, model.shape_type, model.shape_scale,
-                      model.shape_radius, model.shape_flags, model.shape_world, model.rigid_contact_margin],
+              inputs=[shapes, model.shape_flags, model.shape_world, state.body_q, model.rigid_contact_margin],
               outputs=[bp.aabb_lower, bp.aabb_upper, bp.centre_moments])
-    outputs = [contacts.rigid_pair_max, contacts.rigid_pair_count, contacts.rigid_pair]
     if bp.plane_count:
         wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
-                  inputs=[bp.plane_offsets, bp.planes, model.shape_type, model.shape_world, model.shape_transform,
-                          bp.aabb_lower, bp.aabb_upper, bp.filter], outputs=outputs)
+                  inputs=[shapes, model.shape_world, bp.filter, bp.plane_offsets, bp.planes, bp.aabb_lower,
+                          bp.aabb_upper], outputs=[out])
     wp.launch(sweep_axis_kernel, dim=1, device=dev, record_tape=False, inputs=[bp.centre_moments, bp.num_worlds],
               outputs=[bp.sweep_axis])
     wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[model.shape_type, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper],
-              outputs=[bp.sweep_axis, bp.keys, bp.values, bp.upper_keys])
+              inputs=[shapes, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper, bp.sweep_axis],
+              outputs=[bp.keys, bp.values, bp.upper_keys])
     if n <= RANK_SORT_MAX:
-        wp.launch(rank_sort_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.keys, bp.values, n])
+        wp.launch(rank_sort_kernel, dim=n, device=dev, record_tape=False, inputs=[n], outputs=[bp.keys, bp.values])
         wp.copy(bp.keys, bp.keys, dest_offset=0, src_offset=n, count=n)
         wp.copy(bp.values, bp.values, dest_offset=0, src_offset=n, count=n)
     else:
         wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
-    wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False,
-              inputs=[bp.keys, bp.values, bp.aabb_upper, bp.sweep_axis, n], outputs=[bp.running_upper])
-    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[bp.keys, bp.values, bp.upper_keys, bp.aabb_lower, bp.aabb_upper, bp.sweep_axis,
-                      bp.running_upper, n, bp.filter],
-              outputs=outputs)
+    sweep = sorted_bounds(bp)
+    wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False, inputs=[sweep, n],
+              outputs=[bp.running_upper])
+    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.filter, sweep, bp.running_upper, n],
+              outputs=[out])

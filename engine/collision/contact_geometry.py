@@ -11,8 +11,27 @@ their depth is measured along it, to the box's supporting plane.
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import GEO_BOX
-from .sdf import shape_sdf_world, shape_world_transform
+from .sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
+
+
+@wp.struct
+class RigidContacts:
+    """The shape-shape contact list of :class:`inertia.Contacts` as kernels read it (integers and material
+    points chosen by detection: not differentiated). Built by :func:`rigid_contacts`."""
+
+    capacity: int  # rigid_contact_max
+    count: wp.array(dtype=wp.int32)  # contacts requested (may exceed the capacity)
+    shape0: wp.array(dtype=wp.int32)
+    shape1: wp.array(dtype=wp.int32)
+    point0: wp.array(dtype=wp.vec3)  # on shape 0, in its body's frame (world when static) [m]
+    thickness0: wp.array(dtype=float)  # radius swept about point0 [m]
+    normal1: wp.array(dtype=wp.vec3)  # fixed normal in shape 1's frame (box-box), zero otherwise
+
+
+# rigid_contacts(contacts): the RigidContacts of contacts.rigid_contact_*
+rigid_contacts = ArgBundle(RigidContacts, "rigid_contact_", capacity="rigid_contact_max")
 
 
 @wp.func
@@ -30,39 +49,44 @@ class ContactGeometry:
 
 
 @wp.func
-def rigid_contact_geometry(
+def point_contact_geometry(
+    body_q: wp.array(dtype=wp.transform),
+    shapes: ShapeGeometry,
     point0: wp.vec3,
     thickness0: float,
     body0: int,
     shape1: int,
-    body_q: wp.array(dtype=wp.transform),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
     max_dist: float,
-    normal1: wp.vec3 = wp.vec3(0.0),
+    normal1: wp.vec3,
 ):
     """Geometry of the contact between ``point0`` (on ``body0``, -1: world) with radius ``thickness0`` and ``shape1``.
 
     ``normal1``: the contact's fixed normal in shape 1's frame (``Contacts.rigid_contact_normal1``);
-    zero (the default) measures along shape 1's signed distance instead.
+    zero measures along shape 1's signed distance instead. ``max_dist``: how far mesh queries reach [m].
     """
     x = point0
     if body0 >= 0:
         x = wp.transform_point(body_q[body0], point0)
-    X1 = shape_world_transform(shape_body, shape_transform, body_q, shape1)
+    X1 = shape_world_pose(shapes, body_q, shape1)
     sd = wp.vec4()
-    if wp.length_sq(normal1) > 0.0 and shape_type[shape1] == GEO_BOX:
+    if wp.length_sq(normal1) > 0.0 and shapes.type[shape1] == GEO_BOX:
         local = wp.transform_point(wp.transform_inverse(X1), x)
         n = wp.transform_vector(X1, normal1)
-        sd = wp.vec4(n[0], n[1], n[2], wp.dot(normal1, local) - box_support(shape_scale[shape1], normal1))
+        sd = wp.vec4(n[0], n[1], n[2], wp.dot(normal1, local) - box_support(shapes.scale[shape1], normal1))
     else:
-        sd = shape_sdf_world(shape_type[shape1], shape_scale[shape1], shape_source_ptr[shape1], X1, x, max_dist)
+        sd = shape_sdf_at(shapes, shape1, X1, x, max_dist)
     g = ContactGeometry()
     g.normal = wp.vec3(sd[0], sd[1], sd[2])
     g.depth = thickness0 - sd[3]
     g.p0 = x - g.normal * thickness0
     g.p1 = x - g.normal * sd[3]
     return g
+
+
+@wp.func
+def rigid_contact_geometry(body_q: wp.array(dtype=wp.transform), shapes: ShapeGeometry, contacts: RigidContacts,
+                           c: int, margin: float):
+    """Geometry of contact ``c`` at the poses ``body_q``; mesh queries reach thickness + ``margin`` + 1 m."""
+    thickness = contacts.thickness0[c]
+    return point_contact_geometry(body_q, shapes, contacts.point0[c], thickness, shapes.body[contacts.shape0[c]],
+                                  contacts.shape1[c], thickness + margin + 1.0, contacts.normal1[c])

@@ -1,77 +1,54 @@
-"""What the narrow-phase kernels share: the shapes' geometry and the contact buffers they append to."""
+"""Where the narrow phase writes: the contact list of :class:`inertia.Contacts` with its detection margin."""
 
 import warp as wp
 
-from ..kinematics import body_pose
-from .sdf import shape_world_transform
-
-
-@wp.struct
-class ShapeGeometry:
-    body_q: wp.array(dtype=wp.transform)
-    shape_body: wp.array(dtype=wp.int32)
-    shape_transform: wp.array(dtype=wp.transform)
-    shape_type: wp.array(dtype=wp.int32)
-    shape_scale: wp.array(dtype=wp.vec3)
-    shape_source_ptr: wp.array(dtype=wp.uint64)
-    shape_radius: wp.array(dtype=float)
+from ..kernel_args import ArgBundle
+from .contact_geometry import RigidContacts, rigid_contacts
 
 
 @wp.struct
 class ContactSink:
-    margin: float
-    capacity: int
-    count: wp.array(dtype=wp.int32)
-    shape0: wp.array(dtype=wp.int32)
-    shape1: wp.array(dtype=wp.int32)
-    point0: wp.array(dtype=wp.vec3)
-    thickness0: wp.array(dtype=float)
-    normal1: wp.array(dtype=wp.vec3)
+    margin: float  # points farther than this from the other shape are not kept [m]
+    contacts: RigidContacts
 
 
 @wp.func
 def append_contact(sink: ContactSink, s0: int, s1: int, point0: wp.vec3, thickness0: float, normal1: wp.vec3):
     """Append one contact; the count goes on past the capacity so an overflow shows."""
-    slot = wp.atomic_add(sink.count, 0, 1)
-    if slot < sink.capacity:
-        sink.shape0[slot] = s0
-        sink.shape1[slot] = s1
-        sink.point0[slot] = point0
-        sink.thickness0[slot] = thickness0
-        sink.normal1[slot] = normal1
-
-
-@wp.func
-def body_pose_of(g: ShapeGeometry, s: int):
-    """Pose of shape s's body in world (identity for a static shape)."""
-    return body_pose(g.body_q, g.shape_body[s])
-
-
-@wp.func
-def shape_world_pose(g: ShapeGeometry, s: int):
-    return shape_world_transform(g.shape_body, g.shape_transform, g.body_q, s)
-
-
-def make_geometry(model, state) -> ShapeGeometry:
-    g = ShapeGeometry()
-    g.body_q = state.body_q
-    g.shape_body = model.shape_body
-    g.shape_transform = model.shape_transform
-    g.shape_type = model.shape_type
-    g.shape_scale = model.shape_scale
-    g.shape_source_ptr = model.shape_source_ptr
-    g.shape_radius = model.shape_radius
-    return g
+    out = sink.contacts
+    slot = wp.atomic_add(out.count, 0, 1)
+    if slot < out.capacity:
+        out.shape0[slot] = s0
+        out.shape1[slot] = s1
+        out.point0[slot] = point0
+        out.thickness0[slot] = thickness0
+        out.normal1[slot] = normal1
 
 
 def make_sink(model, contacts) -> ContactSink:
     sink = ContactSink()
     sink.margin = model.rigid_contact_margin
-    sink.capacity = contacts.rigid_contact_max
-    sink.count = contacts.rigid_contact_count
-    sink.shape0 = contacts.rigid_contact_shape0
-    sink.shape1 = contacts.rigid_contact_shape1
-    sink.point0 = contacts.rigid_contact_point0
-    sink.thickness0 = contacts.rigid_contact_thickness0
-    sink.normal1 = contacts.rigid_contact_normal1
+    sink.contacts = rigid_contacts(contacts)
     return sink
+
+
+@wp.struct
+class PairList:
+    """An index-pair list of :class:`inertia.Contacts` (shape pairs of the broad phase, particle pairs)."""
+
+    capacity: int
+    count: wp.array(dtype=wp.int32)  # pairs requested (may exceed the capacity)
+    pairs: wp.array(dtype=wp.vec2i)
+
+
+@wp.func
+def append_pair(out: PairList, a: int, b: int):
+    """Append (min, max) of ``a``, ``b``; the count goes on past the capacity so an overflow shows."""
+    slot = wp.atomic_add(out.count, 0, 1)
+    if slot < out.capacity:
+        out.pairs[slot] = wp.vec2i(wp.min(a, b), wp.max(a, b))
+
+
+# the PairLists of Contacts: the broad phase's shape pairs, the particle pairs
+rigid_pairs = ArgBundle(PairList, capacity="rigid_pair_max", count="rigid_pair_count", pairs="rigid_pair")
+particle_pairs = ArgBundle(PairList, capacity="particle_pair_max", count="particle_pair_count", pairs="particle_pair")

@@ -68,8 +68,8 @@ import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 from .box_box import box_box_contacts
-from .contact_sink import ContactSink, ShapeGeometry, append_contact, make_geometry, make_sink
-from .sdf import shape_sdf_world
+from .contact_sink import ContactSink, append_contact, make_sink
+from .sdf import ShapeGeometry, shape_geometry, shape_sdf_world
 
 wp.set_module_options({"enable_backward": False})
 
@@ -103,24 +103,24 @@ class PairSide:
 
 
 @wp.func
-def make_side(g: ShapeGeometry, s0: int, s1: int, margin: float):
+def make_side(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), s0: int, s1: int, margin: float):
     side = PairSide()
     side.s0 = s0
     side.s1 = s1
     side.X_b0 = wp.transform_identity()
-    b0 = g.shape_body[s0]
+    b0 = shapes.body[s0]
     if b0 >= 0:
-        side.X_b0 = g.body_q[b0]
-    side.X_s0 = g.shape_transform[s0]
-    side.type1 = g.shape_type[s1]
-    side.scale1 = g.shape_scale[s1]
-    side.mesh1 = g.shape_source_ptr[s1]
-    X1 = g.shape_transform[s1]
-    b1 = g.shape_body[s1]
+        side.X_b0 = body_q[b0]
+    side.X_s0 = shapes.transform[s0]
+    side.type1 = shapes.type[s1]
+    side.scale1 = shapes.scale[s1]
+    side.mesh1 = shapes.source_ptr[s1]
+    X1 = shapes.transform[s1]
+    b1 = shapes.body[s1]
     if b1 >= 0:
-        X1 = g.body_q[b1] * X1
+        X1 = body_q[b1] * X1
     side.X1 = X1
-    side.max_dist = 2.0 * g.shape_radius[s1] + g.shape_radius[s0] + margin + 1.0e-3
+    side.max_dist = 2.0 * shapes.radius[s1] + shapes.radius[s0] + margin + 1.0e-3
     return side
 
 
@@ -322,11 +322,12 @@ def mesh_points(side: PairSide, sink: ContactSink, mesh: wp.uint64):
 
 
 @wp.func
-def shape_points(g: ShapeGeometry, sink: ContactSink, s0: int, s1: int, mode: int):
+def shape_points(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, s0: int, s1: int,
+                 mode: int):
     """All points of shape ``s0`` (per the table, ``mode``) against shape ``s1``."""
-    side = make_side(g, s0, s1, sink.margin)
-    t = g.shape_type[s0]
-    sc = g.shape_scale[s0]
+    side = make_side(shapes, body_q, s0, s1, sink.margin)
+    t = shapes.type[s0]
+    sc = shapes.scale[s0]
     if t == GEO_SPHERE:
         sphere_points(side, sink, sc[0])
     elif t == GEO_CAPSULE:
@@ -336,15 +337,20 @@ def shape_points(g: ShapeGeometry, sink: ContactSink, s0: int, s1: int, mode: in
     elif t == GEO_CYLINDER:
         cylinder_points(side, sink, sc[0], sc[1], mode)
     elif t == GEO_MESH:
-        mesh_points(side, sink, g.shape_source_ptr[s0])
+        mesh_points(side, sink, shapes.source_ptr[s0])
 
 
 @wp.kernel
 def narrow_phase_kernel(
+    # Model:
+    shapes: ShapeGeometry,
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
     pairs: wp.array(dtype=wp.vec2i),
     pair_count: wp.array(dtype=wp.int32),
+    # In:
     pair_capacity: int,
-    g: ShapeGeometry,
+    # Data out:
     sink: ContactSink,
 ):
     i = wp.tid()
@@ -352,28 +358,28 @@ def narrow_phase_kernel(
         return
     a = pairs[i][0]
     b = pairs[i][1]
-    ta = g.shape_type[a]
-    tb = g.shape_type[b]
+    ta = shapes.type[a]
+    tb = shapes.type[b]
     if ta == GEO_SPHERE:
-        shape_points(g, sink, a, b, POINTS_FULL)
+        shape_points(shapes, body_q, sink, a, b, POINTS_FULL)
     elif tb == GEO_SPHERE:
-        shape_points(g, sink, b, a, POINTS_FULL)
+        shape_points(shapes, body_q, sink, b, a, POINTS_FULL)
     elif tb == GEO_PLANE:
-        shape_points(g, sink, a, b, POINTS_PLANE)
+        shape_points(shapes, body_q, sink, a, b, POINTS_PLANE)
     elif ta == GEO_PLANE:
-        shape_points(g, sink, b, a, POINTS_PLANE)
+        shape_points(shapes, body_q, sink, b, a, POINTS_PLANE)
     elif ta == GEO_CAPSULE:
-        shape_points(g, sink, a, b, POINTS_FULL)
+        shape_points(shapes, body_q, sink, a, b, POINTS_FULL)
         if tb == GEO_CAPSULE:
-            shape_points(g, sink, b, a, POINTS_ENDS)
+            shape_points(shapes, body_q, sink, b, a, POINTS_ENDS)
     elif tb == GEO_CAPSULE:
-        shape_points(g, sink, b, a, POINTS_FULL)
+        shape_points(shapes, body_q, sink, b, a, POINTS_FULL)
     elif ta == GEO_BOX and tb == GEO_BOX:
-        box_box_contacts(g, sink, a, b)
+        box_box_contacts(shapes, body_q, sink, a, b)
     elif ta != GEO_MESH or tb != GEO_MESH:
         # boxes, cylinders and meshes: each shape's points against the other
-        shape_points(g, sink, a, b, POINTS_FULL)
-        shape_points(g, sink, b, a, POINTS_FULL)
+        shape_points(shapes, body_q, sink, a, b, POINTS_FULL)
+        shape_points(shapes, body_q, sink, b, a, POINTS_FULL)
 
 
 def detect_shape_contacts(model, state, contacts) -> None:
@@ -384,7 +390,7 @@ def detect_shape_contacts(model, state, contacts) -> None:
 
     if not shape_broad_phase(model).active:
         return
-    g = make_geometry(model, state)
-    sink = make_sink(model, contacts)
     wp.launch(narrow_phase_kernel, dim=contacts.rigid_pair_max, device=model.device, record_tape=False,
-              inputs=[contacts.rigid_pair, contacts.rigid_pair_count, contacts.rigid_pair_max, g, sink])
+              inputs=[shape_geometry(model), state.body_q, contacts.rigid_pair, contacts.rigid_pair_count,
+                      contacts.rigid_pair_max],
+              outputs=[make_sink(model, contacts)])

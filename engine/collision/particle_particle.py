@@ -17,7 +17,9 @@ over the buckets instead of piling into the same ones.
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE
+from .contact_sink import PairList, append_pair, particle_pairs
 
 # Detection only selects pairs (the force kernels recompute the geometry and carry the gradients): its
 # kernels are launched off the tape and need no adjoints.
@@ -78,11 +80,15 @@ def world_shift(world: int, multiplier: wp.int64, dim: int):
 
 @wp.kernel
 def assign_buckets_kernel(
-    particle_q: wp.array(dtype=wp.vec3),
+    # Model:
     particle_flags: wp.array(dtype=wp.int32),
     particle_world: wp.array(dtype=wp.int32),
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
+    # In:
     cell_width: float,
     dim: int,
+    # Data out:
     cells: wp.array(dtype=wp.vec4i),
     keys: wp.array(dtype=wp.int32),
     ids: wp.array(dtype=wp.int32),
@@ -110,13 +116,17 @@ def assign_buckets_kernel(
 
 @wp.kernel
 def index_sorted_particles_kernel(
+    # Model:
+    particle_radius: wp.array(dtype=float),
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
     keys: wp.array(dtype=wp.int32),
     ids: wp.array(dtype=wp.int32),
     cells: wp.array(dtype=wp.vec4i),
-    particle_q: wp.array(dtype=wp.vec3),
-    particle_radius: wp.array(dtype=float),
+    # In:
     n: int,
     num_buckets: int,
+    # Data out:
     bucket_slots: wp.array(dtype=wp.vec2i),
     sorted_xr: wp.array(dtype=wp.vec4),
     sorted_cell: wp.array(dtype=wp.vec4i),
@@ -138,6 +148,34 @@ def index_sorted_particles_kernel(
     x = particle_q[i]
     sorted_xr[s] = wp.vec4(x[0], x[1], x[2], particle_radius[i])
     sorted_cell[s] = cells[i]
+
+
+@wp.struct
+class SortedParticles:
+    """A :class:`ParticleCellList` as the pair search reads it (the particles sorted by cell bucket)."""
+
+    keys: wp.array(dtype=wp.int32)  # bucket per sorted slot
+    ids: wp.array(dtype=wp.int32)  # particle per sorted slot
+    bucket_slots: wp.array(dtype=wp.vec2i)  # each bucket's slot range [first, end)
+    xr: wp.array(dtype=wp.vec4)  # position [m] and radius [m] per sorted slot
+    cell: wp.array(dtype=wp.vec4i)  # integer cell coordinates and world per sorted slot
+    dim: int  # buckets per axis
+
+
+sorted_particles = ArgBundle(SortedParticles, xr="sorted_xr", cell="sorted_cell", dim="grid_dim")  # of a cell list
+
+
+@wp.struct
+class PairFilter:
+    """Which close particle pairs are kept: none sharing an element (``model.particle_exclusion_*``), within
+    the margin."""
+
+    exclusion_offsets: wp.array(dtype=wp.int32)
+    exclusions: wp.array(dtype=wp.int32)
+    margin: float  # [m] beyond the sum of the radii
+
+
+pair_filter = ArgBundle(PairFilter, "particle_", margin="contact_margin")  # of a model
 
 
 @wp.func
@@ -165,68 +203,53 @@ def add_close_pairs(
     dz: int,
     i: int,
     xri: wp.vec4,
-    ids: wp.array(dtype=wp.int32),
-    sorted_xr: wp.array(dtype=wp.vec4),
-    sorted_cell: wp.array(dtype=wp.vec4i),
-    exclusion_offsets: wp.array(dtype=wp.int32),
-    exclusions: wp.array(dtype=wp.int32),
-    margin: float,
-    pair_max: int,
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    grid: SortedParticles,
+    keep: PairFilter,
+    out: PairList,
 ):
     """Pairs of i with the particles of slots [t0, t1) in cells (x_lo..x_hi, ci.y + dy, ci.z + dz) of i's world."""
     for t in range(t0, t1):
-        cj = sorted_cell[t]
+        cj = grid.cell[t]
         # the slots' buckets may also hold other cells and worlds that hash to them
         if cj[1] == ci[1] + dy and cj[2] == ci[2] + dz and cj[3] == ci[3] and cj[0] >= x_lo and cj[0] <= x_hi:
-            xrj = sorted_xr[t]
+            xrj = grid.xr[t]
             d = wp.vec3(xrj[0] - xri[0], xrj[1] - xri[1], xrj[2] - xri[2])
-            reach = xri[3] + xrj[3] + margin
+            reach = xri[3] + xrj[3] + keep.margin
             if wp.dot(d, d) < reach * reach:
-                j = ids[t]
-                if not shares_element(i, j, exclusion_offsets, exclusions):
-                    slot = wp.atomic_add(pair_count, 0, 1)  # keeps counting past capacity: overflow is reported
-                    if slot < pair_max:
-                        pairs[slot] = wp.vec2i(wp.min(i, j), wp.max(i, j))
+                j = grid.ids[t]
+                if not shares_element(i, j, keep.exclusion_offsets, keep.exclusions):
+                    append_pair(out, i, j)  # keeps counting past capacity: overflow is reported
 
 
 @wp.kernel
 def detect_particle_pairs_kernel(
-    keys: wp.array(dtype=wp.int32),
-    ids: wp.array(dtype=wp.int32),
-    bucket_slots: wp.array(dtype=wp.vec2i),
-    sorted_xr: wp.array(dtype=wp.vec4),
-    sorted_cell: wp.array(dtype=wp.vec4i),
-    dim: int,
-    exclusion_offsets: wp.array(dtype=wp.int32),
-    exclusions: wp.array(dtype=wp.int32),
-    margin: float,
-    pair_max: int,
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
+    # Model:
+    keep: PairFilter,
+    # Data in:
+    grid: SortedParticles,
+    # Data out:
+    out: PairList,
 ):
     s = wp.tid()  # a sorted slot: neighbouring threads read neighbouring buckets
-    b = keys[s]
+    dim = grid.dim
+    b = grid.keys[s]
     if b >= dim * dim * dim:
         return  # inactive
     bx = b % dim
     by = (b // dim) % dim
     bz = b // (dim * dim)
-    i = ids[s]
-    xri = sorted_xr[s]
-    ci = sorted_cell[s]
+    i = grid.ids[s]
+    xri = grid.xr[s]
+    ci = grid.cell[s]
+    slots = grid.bucket_slots
     # own row: the rest of the own cell, then the cell at x + 1 (the next bucket unless x wraps)
     if bx + 1 < dim:
-        t1 = wp.max(bucket_slots[b][1], bucket_slots[b + 1][1])
-        add_close_pairs(s + 1, t1, ci[0], ci[0] + 1, ci, 0, 0, i, xri, ids, sorted_xr, sorted_cell,
-                        exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
+        t1 = wp.max(slots[b][1], slots[b + 1][1])
+        add_close_pairs(s + 1, t1, ci[0], ci[0] + 1, ci, 0, 0, i, xri, grid, keep, out)
     else:
-        add_close_pairs(s + 1, bucket_slots[b][1], ci[0], ci[0], ci, 0, 0, i, xri, ids, sorted_xr, sorted_cell,
-                        exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
-        r = bucket_slots[b - bx]  # x + 1 wraps to the row's first bucket
-        add_close_pairs(r[0], r[1], ci[0] + 1, ci[0] + 1, ci, 0, 0, i, xri, ids,
-                        sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max, pair_count, pairs)
+        add_close_pairs(s + 1, slots[b][1], ci[0], ci[0], ci, 0, 0, i, xri, grid, keep, out)
+        r = slots[b - bx]  # x + 1 wraps to the row's first bucket
+        add_close_pairs(r[0], r[1], ci[0] + 1, ci[0] + 1, ci, 0, 0, i, xri, grid, keep, out)
     # the other forward rows (dy, dz) = (1, 0), (-1, 1), (0, 1), (1, 1), three cells each (x - 1 .. x + 1)
     for k in range(4):
         dy = 1
@@ -237,16 +260,12 @@ def detect_particle_pairs_kernel(
             dy = k - 2
         row = (wrap_step(bz + dz, dim) * dim + wrap_step(by + dy, dim)) * dim
         if bx >= 1 and bx + 1 < dim:  # three consecutive buckets: one slot range
-            r = run_of_three(row + bx - 1, bucket_slots)
-            add_close_pairs(r[0], r[1], ci[0] - 1, ci[0] + 1, ci, dy, dz,
-                            i, xri, ids, sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max,
-                            pair_count, pairs)
+            r = run_of_three(row + bx - 1, slots)
+            add_close_pairs(r[0], r[1], ci[0] - 1, ci[0] + 1, ci, dy, dz, i, xri, grid, keep, out)
         else:
             for dx in range(-1, 2):
-                r = bucket_slots[row + wrap_step(bx + dx, dim)]
-                add_close_pairs(r[0], r[1], ci[0] + dx, ci[0] + dx, ci, dy, dz, i, xri,
-                                ids, sorted_xr, sorted_cell, exclusion_offsets, exclusions, margin, pair_max,
-                                pair_count, pairs)
+                r = slots[row + wrap_step(bx + dx, dim)]
+                add_close_pairs(r[0], r[1], ci[0] + dx, ci[0] + dx, ci, dy, dz, i, xri, grid, keep, out)
 
 
 class ParticleCellList:
@@ -287,12 +306,12 @@ class ParticleCellList:
         if n == 0:
             return
         wp.launch(assign_buckets_kernel, dim=n, device=self.device, record_tape=False,
-                  inputs=[particle_q, particle_flags, particle_world, cell_width, self.grid_dim],
+                  inputs=[particle_flags, particle_world, particle_q, cell_width, self.grid_dim],
                   outputs=[self.cells, self.keys, self.ids])
         wp.utils.radix_sort_pairs(self.keys, self.ids, n, 0, self.key_bits)
         self.bucket_slots.zero_()
         wp.launch(index_sorted_particles_kernel, dim=n, device=self.device, record_tape=False,
-                  inputs=[self.keys, self.ids, self.cells, particle_q, particle_radius, n, self.num_buckets],
+                  inputs=[particle_radius, particle_q, self.keys, self.ids, self.cells, n, self.num_buckets],
                   outputs=[self.bucket_slots, self.sorted_xr, self.sorted_cell])
 
 
@@ -311,15 +330,5 @@ def detect_particle_pairs(model, state, contacts) -> None:
         return  # point particles without margin: no distance is below a reach of 0
     grid = particle_cell_list(model, contacts)
     grid.build(state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, cell_width)
-    wp.launch(
-        detect_particle_pairs_kernel,
-        dim=model.particle_count,
-        inputs=[
-            grid.keys, grid.ids, grid.bucket_slots, grid.sorted_xr, grid.sorted_cell, grid.grid_dim,
-            model.particle_exclusion_offsets, model.particle_exclusions, model.contact_margin,
-            contacts.particle_pair_max,
-        ],
-        outputs=[contacts.particle_pair_count, contacts.particle_pair],
-        device=model.device,
-        record_tape=False,
-    )
+    wp.launch(detect_particle_pairs_kernel, dim=model.particle_count, device=model.device, record_tape=False,
+              inputs=[pair_filter(model), sorted_particles(grid)], outputs=[particle_pairs(contacts)])

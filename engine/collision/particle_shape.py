@@ -2,7 +2,7 @@
 
 A (particle, shape) pair becomes a contact candidate when the particle's
 sphere comes within ``model.contact_margin`` of the shape, with the shape
-placed by ``shape_world_transform`` (its body's current pose from
+placed by ``shape_world_pose`` (its body's current pose from
 ``state.body_q``). Shapes without ``SHAPE_FLAG_COLLIDE_PARTICLES`` are skipped.
 Detection only selects pairs (not differentiated); the solvers recompute the
 distances, and make the force act on the shape's body too.
@@ -10,29 +10,41 @@ distances, and make the force act on the shape's body too.
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE, SHAPE_FLAG_COLLIDE_PARTICLES
-from .sdf import shape_sdf_world, shape_world_transform
+from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at, shape_world_pose
+
+
+@wp.struct
+class SoftContacts:
+    """The particle-shape contact list of :class:`inertia.Contacts` (``soft_contact_*``) as kernels read it."""
+
+    capacity: int  # soft_contact_max
+    count: wp.array(dtype=wp.int32)  # contacts requested (may exceed the capacity)
+    particle: wp.array(dtype=wp.int32)
+    shape: wp.array(dtype=wp.int32)
+
+
+# soft_contacts(contacts): the SoftContacts of contacts.soft_contact_*
+soft_contacts = ArgBundle(SoftContacts, "soft_contact_", capacity="soft_contact_max")
 
 
 @wp.kernel
 def detect_particle_shape_kernel(
-    particle_q: wp.array(dtype=wp.vec3),
+    # Model:
     particle_radius: wp.array(dtype=float),
     particle_flags: wp.array(dtype=wp.int32),
     particle_world: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transform),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     shape_world: wp.array(dtype=wp.int32),
     shape_flags: wp.array(dtype=wp.int32),
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    # In:
     margin: float,
-    contact_max: int,
-    contact_count: wp.array(dtype=wp.int32),
-    contact_particle: wp.array(dtype=wp.int32),
-    contact_shape: wp.array(dtype=wp.int32),
+    # Data out:
+    out: SoftContacts,
 ):
     p, s = wp.tid()
     if (particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
@@ -43,13 +55,12 @@ def detect_particle_shape_kernel(
     if w >= 0 and w != particle_world[p]:
         return
     reach = particle_radius[p] + margin
-    X = shape_world_transform(shape_body, shape_transform, body_q, s)
-    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], X, particle_q[p], reach + 1.0)
+    sd = shape_sdf_at(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], reach + 1.0)
     if sd[3] < reach:
-        slot = wp.atomic_add(contact_count, 0, 1)
-        if slot < contact_max:
-            contact_particle[slot] = p
-            contact_shape[slot] = s
+        slot = wp.atomic_add(out.count, 0, 1)
+        if slot < out.capacity:
+            out.particle[slot] = p
+            out.shape[slot] = s
 
 
 def detect_particle_shape_contacts(model, state, contacts) -> None:
@@ -61,11 +72,8 @@ def detect_particle_shape_contacts(model, state, contacts) -> None:
         detect_particle_shape_kernel,
         dim=(model.particle_count, model.shape_count),
         record_tape=False,
-        inputs=[
-            state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, state.body_q,
-            model.shape_body, model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
-            model.shape_world, model.shape_flags, model.contact_margin, contacts.soft_contact_max,
-        ],
-        outputs=[contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape],
+        inputs=[model.particle_radius, model.particle_flags, model.particle_world, shape_geometry(model),
+                model.shape_world, model.shape_flags, state.particle_q, state.body_q, model.contact_margin],
+        outputs=[soft_contacts(contacts)],
         device=model.device,
     )

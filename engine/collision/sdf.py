@@ -4,12 +4,14 @@ Shared by collision detection (which decides which particle-shape pairs to keep)
 and by the contact force kernels (which recompute the distance from the current
 positions, so Warp's autodiff differentiates through the exact geometry).
 Everything is in the shape's local frame; planes have their normal along +Z,
-capsules and cylinders their axis. :func:`shape_world_transform` places a
-shape in world (through its body's pose when it has one).
+capsules and cylinders their axis. :class:`ShapeGeometry` bundles the model's shape
+arrays for kernels; :func:`shape_world_pose` places a shape in world (through
+its body's pose when it has one).
 """
 
 import warp as wp
 
+from ..kernel_args import ArgBundle
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 
 
@@ -118,11 +120,36 @@ def shape_sdf_world(
     return wp.vec4(n[0], n[1], n[2], local[3])
 
 
+@wp.struct
+class ShapeGeometry:
+    """The model's shapes as kernels read them (``model.shape_*``; not differentiated, so one argument).
+
+    Built by :func:`shape_geometry`; the materials (``shape_material_*``) are differentiable and stay
+    separate arrays, so a ``wp.Tape`` sees them.
+    """
+
+    body: wp.array(dtype=wp.int32)  # the body each shape is attached to (-1: static)
+    transform: wp.array(dtype=wp.transform)  # pose in its body's frame (in world when static)
+    type: wp.array(dtype=wp.int32)  # GEO_* of inertia.types
+    scale: wp.array(dtype=wp.vec3)  # half extents / radius, half height [m] (by type)
+    source_ptr: wp.array(dtype=wp.uint64)  # wp.Mesh id of mesh shapes (0 otherwise)
+    radius: wp.array(dtype=float)  # bounding sphere about the shape's origin [m] (0 for planes)
+
+
+# shape_geometry(model): the ShapeGeometry of model.shape_*
+shape_geometry = ArgBundle(ShapeGeometry, "shape_")
+
+
 @wp.func
-def shape_world_transform(shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
-                          body_q: wp.array(dtype=wp.transform), s: int):
+def shape_world_pose(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), s: int):
     """World pose of shape ``s``: its body's pose times its local pose (static shapes: already world)."""
-    b = shape_body[s]
+    b = shapes.body[s]
     if b < 0:
-        return shape_transform[s]
-    return body_q[b] * shape_transform[s]
+        return shapes.transform[s]
+    return body_q[b] * shapes.transform[s]
+
+
+@wp.func
+def shape_sdf_at(shapes: ShapeGeometry, s: int, xform: wp.transform, x: wp.vec3, max_dist: float):
+    """``shape_sdf_world`` of shape ``s`` placed at world pose ``xform``."""
+    return shape_sdf_world(shapes.type[s], shapes.scale[s], shapes.source_ptr[s], xform, x, max_dist)

@@ -8,20 +8,25 @@ is (1 / 2 alpha) C^2. Damping gamma = alpha ``edge_kd`` / dt.
 import warp as wp
 
 from ..forces.bending import dihedral_angle_gradient
-from .tetrahedra import damped_multiplier_step
+from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
 
 
 @wp.kernel
 def solve_bending_constraints_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     indices: wp.array2d(dtype=wp.int32),
     rest_angle: wp.array(dtype=float),
     properties: wp.array2d(dtype=float),
-    scale: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    x: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=float),
+    # In:
+    scale: wp.array(dtype=float),
     dt: float,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     lambda_out: wp.array(dtype=float),
 ):
@@ -56,14 +61,6 @@ def solve_bending_constraints_kernel(
     lambda_out[t] = lam + dlam
 
 
-def solve_bending_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
-    if model.edge_count == 0:
-        return
-    wp.launch(
-        solve_bending_constraints_kernel,
-        dim=model.edge_count,
-        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.edge_indices, model.edge_rest_angle,
-                model.edge_bending_properties, scale, lambda_in, dt],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+solve_bending_constraints = element_constraint_stage(
+    "bending", solve_bending_constraints_kernel, "edge_count",
+    ("edge_indices", "edge_rest_angle", "edge_bending_properties"), "edge_lambda", "edge")

@@ -18,19 +18,26 @@ pass. A spring with ke <= 0 is inactive.
 
 import warp as wp
 
+from .jacobi import element_constraint_stage
+
+
 
 @wp.kernel
 def solve_distance_constraints_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     indices: wp.array(dtype=wp.int32),
     rest_length: wp.array(dtype=float),
     stiffness: wp.array(dtype=float),
     damping: wp.array(dtype=float),
-    scale: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    x: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=float),
+    # In:
+    scale: wp.array(dtype=float),
     dt: float,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     lambda_out: wp.array(dtype=float),
 ):
@@ -57,14 +64,7 @@ def solve_distance_constraints_kernel(
         wp.atomic_sub(delta, j, n * (wj * dlam))
     lambda_out[c] = lam + dlam
 
-def solve_distance_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
-    if model.spring_count == 0:
-        return
-    wp.launch(
-        solve_distance_constraints_kernel,
-        dim=model.spring_count,
-        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.spring_indices, model.spring_rest_length,
-                model.spring_stiffness, model.spring_damping, scale, lambda_in, dt],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+
+solve_distance_constraints = element_constraint_stage(
+    "springs", solve_distance_constraints_kernel, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", "spring")

@@ -3,7 +3,7 @@
 Each joint j connects its child body c to its parent p (or the world) through
 the joint frames X_wp = pose_p X_p and X_wc = pose_c X_c (world). Per Jacobi
 iteration one thread evaluates every row of the joint on the same iterate and
-adds the corrections (``body_contact``'s primitives, with mass splitting):
+adds the corrections (``body_frames``' primitives, with mass splitting):
 
 - **attachment** (all but free): the anchors coincide, d = origin(X_wc) -
   origin(X_wp) = 0, solved as three rows at once with the 3x3 inverse mass
@@ -45,9 +45,10 @@ targets and gains; a limit that engages within a step is a kink.
 import numpy as np
 import warp as wp
 
-from ...kinematics import body_pose, twist_angle
+from ...kinematics import JointTopology, body_pose, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .body_contact import (
+from ..step_data import stage
+from .body_frames import (
     add_angular,
     add_positional,
     angular_inv_mass,
@@ -92,31 +93,28 @@ def drive_increment(C: float, rate_error: float, lam: float, ke: float, kd: floa
 
 @wp.kernel
 def solve_joints_kernel(
-    body_q: wp.array(dtype=wp.transform),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
-    split: wp.array(dtype=float),
-    joint_type: wp.array(dtype=wp.int32),
-    joint_parent: wp.array(dtype=wp.int32),
-    joint_child: wp.array(dtype=wp.int32),
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
-    joint_q_start: wp.array(dtype=wp.int32),
-    joint_qd_start: wp.array(dtype=wp.int32),
+    joints: JointTopology,
     limit_lower: wp.array(dtype=float),
     limit_upper: wp.array(dtype=float),
     target_ke: wp.array(dtype=float),
     target_kd: wp.array(dtype=float),
+    # Data in:
+    body_q_start: wp.array(dtype=wp.transform),
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
-    body_q_start: wp.array(dtype=wp.transform),
+    body_q: wp.array(dtype=wp.transform),
+    split: wp.array(dtype=float),
+    lambda_in: wp.array(dtype=vec8),
+    # In:
     attach_compliance: float,
     angular_compliance: float,
     relaxation: float,
     dt: float,
-    lambda_in: wp.array(dtype=vec8),
+    # Data out:
     delta: wp.array(dtype=wp.spatial_vector),
     lambda_out: wp.array(dtype=vec8),
 ):
@@ -126,19 +124,19 @@ def solve_joints_kernel(
     d_align = wp.vec3(0.0)
     dl_limit = float(0.0)
     dl_drive = float(0.0)
-    t = joint_type[j]
+    t = joints.type[j]
     if t != JOINT_FREE:
-        p = joint_parent[j]
-        c = joint_child[j]
+        p = joints.parent[j]
+        c = joints.child[j]
         fp = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, p)
         fc = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, c)
-        X_wp = fp.pose * joint_X_p[j]
-        X_wc = fc.pose * joint_X_c[j]
+        X_wp = fp.pose * joints.X_p[j]
+        X_wc = fc.pose * joints.X_c[j]
         anchor_p = wp.transform_get_translation(X_wp)
         anchor_c = wp.transform_get_translation(X_wc)
         r_p = anchor_p - fp.com
         r_c = anchor_c - fc.com
-        axis = joint_axis[j]
+        axis = joints.axis[j]
         a_w = wp.transform_vector(X_wp, axis)
         dt2 = dt * dt
 
@@ -174,10 +172,10 @@ def solve_joints_kernel(
 
         # limits and drive act on the joint coordinate q along / about a_w
         if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
-            ds = joint_qd_start[j]
+            ds = joints.qd_start[j]
             # the coordinate at the step's start, from the input poses
-            X_wp0 = body_pose(body_q_start, p) * joint_X_p[j]
-            X_wc0 = body_pose(body_q_start, c) * joint_X_c[j]
+            X_wp0 = body_pose(body_q_start, p) * joints.X_p[j]
+            X_wc0 = body_pose(body_q_start, c) * joints.X_c[j]
             q0 = float(0.0)
             if t == JOINT_REVOLUTE:
                 q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0),
@@ -214,27 +212,19 @@ def solve_joints_kernel(
                                dl_drive)
 
 
-def solve_joints(model, state_in, control, body_q, split, lambda_in, lambda_out, dt: float, delta,
-                 attach_compliance: float = 0.0, angular_compliance: float = 0.0, relaxation: float = 1.0,
-                 zero_dofs=None) -> None:
-    """Stage: every joint's rows on body iterate ``body_q``; ``zero_dofs`` stands in for a missing Control."""
+@stage("joints")
+def solve_joints(model, data, k: int) -> None:
+    """Stage: every joint's rows on body iterate k."""
     if model.joint_count == 0:
         return
-    target_pos = control.joint_target_pos if control is not None and control.joint_target_pos is not None \
-        else zero_dofs
-    target_vel = control.joint_target_vel if control is not None and control.joint_target_vel is not None \
-        else zero_dofs
-    wp.launch(
-        solve_joints_kernel,
-        dim=model.joint_count,
-        inputs=[body_q, model.body_com, model.body_inv_mass, model.body_inv_inertia, split, model.joint_type,
-                model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c, model.joint_axis,
-                model.joint_q_start, model.joint_qd_start, model.joint_limit_lower, model.joint_limit_upper,
-                model.joint_target_ke, model.joint_target_kd, target_pos, target_vel, state_in.body_q,
-                float(attach_compliance), float(angular_compliance), float(relaxation), dt, lambda_in],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+    solver, rows = data.solver, data.buffers.rows
+    target_pos, target_vel, _ = data.joint_controls()
+    wp.launch(solve_joints_kernel, dim=model.joint_count, device=model.device,
+              inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.joints, model.joint_limit_lower,
+                      model.joint_limit_upper, model.joint_target_ke, model.joint_target_kd, data.state_in.body_q,
+                      target_pos, target_vel, rows.body_q[k], data.buffers.split, rows.joint_lambda[k],
+                      solver.joint_linear_compliance, solver.joint_angular_compliance, solver.relaxation, data.dt],
+              outputs=[rows.body_delta[k], rows.joint_lambda[k + 1]])
 
 
 def joint_rows_per_body(model) -> wp.array:
@@ -267,27 +257,24 @@ def joint_rows_per_body(model) -> wp.array:
 
 @wp.kernel
 def apply_joint_efforts_kernel(
-    body_q: wp.array(dtype=wp.transform),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
-    joint_type: wp.array(dtype=wp.int32),
-    joint_parent: wp.array(dtype=wp.int32),
-    joint_child: wp.array(dtype=wp.int32),
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
-    joint_qd_start: wp.array(dtype=wp.int32),
+    joints: JointTopology,
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
     joint_f: wp.array(dtype=float),
+    # Data out:
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
     j = wp.tid()
-    t = joint_type[j]
+    t = joints.type[j]
     if t != JOINT_REVOLUTE and t != JOINT_PRISMATIC:
         return
-    p = joint_parent[j]
-    c = joint_child[j]
-    X_wp = body_pose(body_q, p) * joint_X_p[j]
-    a_w = wp.transform_vector(X_wp, joint_axis[j])
-    effort = joint_f[joint_qd_start[j]]
+    p = joints.parent[j]
+    c = joints.child[j]
+    X_wp = body_pose(body_q, p) * joints.X_p[j]
+    a_w = wp.transform_vector(X_wp, joints.axis[j])
+    effort = joint_f[joints.qd_start[j]]
     if t == JOINT_REVOLUTE:
         tau = a_w * effort
         wp.atomic_add(body_f, c, wp.spatial_vector(wp.vec3(0.0), tau))
@@ -296,7 +283,7 @@ def apply_joint_efforts_kernel(
     else:
         # equal and opposite forces at the two anchors
         f = a_w * effort
-        x_c = wp.transform_get_translation(body_q[c] * joint_X_c[j])
+        x_c = wp.transform_get_translation(body_q[c] * joints.X_c[j])
         r_c = x_c - wp.transform_point(body_q[c], body_com[c])
         wp.atomic_add(body_f, c, wp.spatial_vector(f, wp.cross(r_c, f)))
         if p >= 0:
@@ -304,15 +291,13 @@ def apply_joint_efforts_kernel(
             wp.atomic_sub(body_f, p, wp.spatial_vector(f, wp.cross(r_p, f)))
 
 
-def apply_joint_efforts(model, state_in, control, body_f) -> None:
-    """Stage: ``Control.joint_f`` into ``body_f``: torque [N m] about a revolute axis, force [N] along a prismatic one."""
+@stage("joint efforts")
+def apply_joint_efforts(model, data) -> None:
+    """Stage: ``Control.joint_f`` into ``state_out.body_f``: torque [N m] about a revolute axis, force [N] along a
+    prismatic one."""
+    control = data.control
     if model.joint_count == 0 or control is None or control.joint_f is None:
         return
-    wp.launch(
-        apply_joint_efforts_kernel,
-        dim=model.joint_count,
-        inputs=[state_in.body_q, model.body_com, model.joint_type, model.joint_parent, model.joint_child,
-                model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_qd_start, control.joint_f],
-        outputs=[body_f],
-        device=model.device,
-    )
+    wp.launch(apply_joint_efforts_kernel, dim=model.joint_count, device=model.device,
+              inputs=[model.body_com, data.joints, data.state_in.body_q, control.joint_f],
+              outputs=[data.state_out.body_f])

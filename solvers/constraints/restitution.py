@@ -12,25 +12,29 @@ iterations only read it: a handful of dot products per contact.
 
 import warp as wp
 
-from ...collision.contact_geometry import rigid_contact_geometry
+from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.sdf import ShapeGeometry
 from ...kinematics import body_pose, point_velocity
-from .body_contact import body_frame, split_factors_kernel, start_of_step
+from ..step_data import stage
+from .body_frames import body_frame, start_of_step
+from .jacobi import add_corrections, split_factors
 
 
 @wp.kernel
 def count_pushing_contacts_kernel(
-    shape_body: wp.array(dtype=wp.int32),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
+    # Model:
+    shapes: ShapeGeometry,
+    # Data in:
+    contacts: RigidContacts,
     lam: wp.array(dtype=wp.vec2),
+    # Data out:
     split: wp.array(dtype=float),
 ):
     c = wp.tid()
-    if c >= contact_count[0] or lam[c][0] <= 0.0:
+    if c >= contacts.count[0] or lam[c][0] <= 0.0:
         return
-    b0 = shape_body[contact_shape0[c]]
-    b1 = shape_body[contact_shape1[c]]
+    b0 = shapes.body[contacts.shape0[c]]
+    b1 = shapes.body[contacts.shape1[c]]
     if b0 >= 0:
         wp.atomic_add(split, b0, 1.0)
     if b1 >= 0:
@@ -47,40 +51,33 @@ contact_velocity_row = wp.types.vector(length=17, dtype=float)
 
 @wp.kernel
 def prepare_contact_velocities_kernel(
-    body_q: wp.array(dtype=wp.transform),
-    body_q_start: wp.array(dtype=wp.transform),
-    body_qd_start: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
-    split: wp.array(dtype=float),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     shape_restitution: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
+    # Data in:
+    body_q_start: wp.array(dtype=wp.transform),
+    body_qd_start: wp.array(dtype=wp.spatial_vector),
+    contacts: RigidContacts,
+    body_q: wp.array(dtype=wp.transform),
+    split: wp.array(dtype=float),
     lam: wp.array(dtype=wp.vec2),
+    # In:
     restitution_threshold: float,
+    # Data out:
     rows: wp.array(dtype=contact_velocity_row),
 ):
     c = wp.tid()
     row = contact_velocity_row()
-    if c < contact_count[0]:
+    if c < contacts.count[0]:
         if lam[c][0] > 0.0:  # only contacts that pushed in the position pass
-            s0 = contact_shape0[c]
-            s1 = contact_shape1[c]
-            b0 = shape_body[s0]
-            b1 = shape_body[s1]
-            thickness = contact_thickness0[c]
-            g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_q, shape_body, shape_transform,
-                                       shape_type, shape_scale, shape_source_ptr, thickness + 1.0, contact_normal1[c])
+            s0 = contacts.shape0[c]
+            s1 = contacts.shape1[c]
+            b0 = shapes.body[s0]
+            b1 = shapes.body[s1]
+            g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
             f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
             f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
             n = g.normal
@@ -129,24 +126,25 @@ def body_velocity(body_qd: wp.array(dtype=wp.spatial_vector), b: int):
 
 @wp.kernel
 def solve_contact_velocities_kernel(
-    body_qd: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_inv_mass: wp.array(dtype=float),
-    shape_body: wp.array(dtype=wp.int32),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
+    shapes: ShapeGeometry,
+    # Data in:
+    contacts: RigidContacts,
     rows: wp.array(dtype=contact_velocity_row),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    # Data out:
     dqd: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
     row = rows[c]
     w_n = row[16]
     if w_n <= 0.0:
         return
-    b0 = shape_body[contact_shape0[c]]
-    b1 = shape_body[contact_shape1[c]]
+    b0 = shapes.body[contacts.shape0[c]]
+    b1 = shapes.body[contacts.shape1[c]]
     n = row_vec3(row, 0)
     qd0 = body_velocity(body_qd, b0)
     qd1 = body_velocity(body_qd, b1)
@@ -160,61 +158,41 @@ def solve_contact_velocities_kernel(
         wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
 
 
-@wp.kernel
-def add_velocity_corrections_kernel(
-    qd: wp.array(dtype=wp.spatial_vector),
-    dqd: wp.array(dtype=wp.spatial_vector),
-    qd_out: wp.array(dtype=wp.spatial_vector),
-):
-    b = wp.tid()
-    qd_out[b] = qd[b] + dqd[b]
+@stage("velocity update", writes=lambda data: {"body_q": data.state_out.body_q,
+                                                         "body_qd": data.state_out.body_qd})
+def solve_contact_velocities(model, data) -> None:
+    """Stage: restitution of the contacts that pushed, ``velocity_iterations`` Jacobi iterations, into
+    ``state_out.body_qd``.
 
-
-def solve_contact_velocities(model, state_in, body_q, body_qd, contacts, lam, split, rows, dqd,
-                             restitution_threshold: float, exponent: float, dt: float, body_qd_out) -> None:
-    """Stage: restitution of the contacts that pushed, ``len(dqd)`` Jacobi iterations, into ``body_qd_out``.
-
-    ``body_q``: the solved poses; ``body_qd``: (iterations, bodies) velocity iterates, row 0 the
-    velocities recovered from the poses; ``dqd``: (iterations, bodies) their changes; ``lam``: the
-    contacts' final multipliers; ``split``: scratch for this pass's splitting factors (the contacts
-    that pushed, to the power ``exponent``); ``rows``: one ``contact_velocity_row`` per contact,
-    the geometry the iterations share (computed once: the poses do not move in this pass).
+    Reads the solved poses (``state_out.body_q``) and the contacts' final multipliers; buffers:
+    ``body_qd`` (iterations, bodies) the velocity iterates, row 0 the velocities recovered from the
+    poses, ``body_dqd`` their changes, ``contact_split`` this pass's splitting factors (the contacts
+    that pushed, to the power of the solver's exponent), ``contact_rows`` one ``contact_velocity_row``
+    per contact, the geometry the iterations share (computed once: the poses do not move in this pass).
     """
     if model.body_count == 0:
         return
-    iterations = dqd.shape[0]
-    dqd.zero_()
+    b, contacts, solver = data.buffers, data.contacts, data.solver
+    qd, dqd = b.rows.body_qd, b.rows.body_dqd
+    iterations = len(dqd)
+    b.body_dqd.zero_()
     active = contacts is not None and contacts.rigid_contact_max > 0
     if active:
-        split.zero_()
-        wp.launch(count_pushing_contacts_kernel, dim=contacts.rigid_contact_max,
-                  inputs=[model.shape_body, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
-                          contacts.rigid_contact_shape1, lam],
-                  outputs=[split], device=model.device)
-        wp.launch(split_factors_kernel, dim=model.body_count, inputs=[float(exponent)], outputs=[split],
-                  device=model.device)
-        wp.launch(
-            prepare_contact_velocities_kernel,
-            dim=contacts.rigid_contact_max,
-            inputs=[body_q, state_in.body_q, state_in.body_qd, model.body_com, model.body_inv_mass,
-                    model.body_inv_inertia, split, model.shape_body, model.shape_transform, model.shape_type,
-                    model.shape_scale, model.shape_source_ptr, model.shape_material_restitution,
-                    contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                    contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
-                    contacts.rigid_contact_normal1, lam, float(restitution_threshold)],
-            outputs=[rows],
-            device=model.device,
-        )
+        lam = b.rows.contact_lambda[-1]
+        b.contact_split.zero_()
+        wp.launch(count_pushing_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+                  inputs=[data.shapes, data.rigid_contacts, lam], outputs=[b.contact_split])
+        split_factors(model, solver.split_exponent, b.contact_split)
+        wp.launch(prepare_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+                  inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
+                          model.shape_material_restitution, data.state_in.body_q, data.state_in.body_qd,
+                          data.rigid_contacts, data.state_out.body_q, b.contact_split, lam,
+                          solver.restitution_threshold],
+                  outputs=[b.contact_rows])
     for k in range(iterations):
         if active:
-            wp.launch(
-                solve_contact_velocities_kernel,
-                dim=contacts.rigid_contact_max,
-                inputs=[body_qd[k], model.body_inv_mass, model.shape_body, contacts.rigid_contact_count,
-                        contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, rows],
-                outputs=[dqd[k]],
-                device=model.device,
-            )
-        out = body_qd[k + 1] if k + 1 < iterations else body_qd_out
-        wp.launch(add_velocity_corrections_kernel, dim=model.body_count, inputs=[body_qd[k], dqd[k]], outputs=[out],
-                  device=model.device)
+            wp.launch(solve_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+                      inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k]],
+                      outputs=[dqd[k]])
+        out = qd[k + 1] if k + 1 < iterations else data.state_out.body_qd
+        add_corrections(model, model.body_count, qd[k], dqd[k], out)

@@ -19,27 +19,14 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 
 import warp as wp
 
+from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
+
 
 @wp.func
 def _tet_particle_grads(dcdf: wp.mat33, dm_inv: wp.mat33):
     """d C / d x_1..3 as the columns of dC/dF Dm^-T (the gradient on x_0 is minus their sum)."""
     return dcdf * wp.transpose(dm_inv)
-
-
-@wp.func
-def damped_multiplier_step(c: float, lam: float, wsum: float, rate: float, k: float, measure: float, kd: float,
-                           dt: float, s: float):
-    """XPBD's multiplier increment for constraint value ``c`` of an energy (k measure / 2) C^2.
-
-    alpha~ = 1 / (k measure dt^2), gamma = kd / (k dt); ``wsum`` = sum_i w_i |grad_i C|^2,
-    ``rate`` = grad C . (x - x_start); ``s`` the Jacobi scale. Zero when k <= 0 (inactive).
-    """
-    dlam = float(0.0)
-    if k > 0.0 and wsum > 1.0e-20:
-        alpha_t = 1.0 / (k * measure * dt * dt)
-        gamma = kd / (k * dt)
-        dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
-    return dlam
 
 
 @wp.func
@@ -57,16 +44,20 @@ def _tet_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float
 
 @wp.kernel
 def solve_tet_constraints_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     indices: wp.array2d(dtype=wp.int32),
     poses: wp.array(dtype=wp.mat33),
     volumes: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
-    scale: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    x: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=wp.vec2),
+    # In:
+    scale: wp.array(dtype=float),
     dt: float,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     lambda_out: wp.array(dtype=wp.vec2),
 ):
@@ -119,14 +110,6 @@ def solve_tet_constraints_kernel(
     lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dlh)
 
 
-def solve_tet_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
-    if model.tet_count == 0:
-        return
-    wp.launch(
-        solve_tet_constraints_kernel,
-        dim=model.tet_count,
-        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.tet_indices, model.tet_poses,
-                model.tet_volumes, model.tet_materials, scale, lambda_in, dt],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+solve_tet_constraints = element_constraint_stage(
+    "tetrahedra", solve_tet_constraints_kernel, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", "tet")

@@ -13,7 +13,8 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 
 import warp as wp
 
-from .tetrahedra import damped_multiplier_step
+from .compliance import damped_multiplier_step
+from .jacobi import element_constraint_stage
 
 
 @wp.func
@@ -24,16 +25,20 @@ def _membrane_grads(p0: wp.vec3, p1: wp.vec3, dm: wp.mat22):
 
 @wp.kernel
 def solve_triangle_constraints_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     inv_mass: wp.array(dtype=float),
     indices: wp.array2d(dtype=wp.int32),
     poses: wp.array(dtype=wp.mat22),
     areas: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
-    scale: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    x: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=wp.vec2),
+    # In:
+    scale: wp.array(dtype=float),
     dt: float,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     lambda_out: wp.array(dtype=wp.vec2),
 ):
@@ -87,14 +92,6 @@ def solve_triangle_constraints_kernel(
     lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dla)
 
 
-def solve_triangle_constraints(model, state_in, x, scale, lambda_in, lambda_out, dt: float, delta) -> None:
-    if model.tri_count == 0:
-        return
-    wp.launch(
-        solve_triangle_constraints_kernel,
-        dim=model.tri_count,
-        inputs=[x, state_in.particle_q, model.particle_inv_mass, model.tri_indices, model.tri_poses,
-                model.tri_areas, model.tri_materials, scale, lambda_in, dt],
-        outputs=[delta, lambda_out],
-        device=model.device,
-    )
+solve_triangle_constraints = element_constraint_stage(
+    "triangles", solve_triangle_constraints_kernel, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", "tri")

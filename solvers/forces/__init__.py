@@ -3,15 +3,14 @@
 from .bending import eval_bending_forces
 from .body_contact import eval_body_contact_forces
 from .contact import eval_particle_pair_contact_forces, eval_particle_shape_contact_forces
-from .external import apply_control_forces, apply_control_wrenches
+from .external import apply_controls
 from .joints import eval_joint_forces
 from .springs import eval_spring_forces
 from .tetrahedra import eval_tetrahedron_forces
 from .triangles import eval_triangle_forces
 
 __all__ = [
-    "apply_control_forces",
-    "apply_control_wrenches",
+    "apply_controls",
     "eval_spring_forces",
     "eval_triangle_forces",
     "eval_bending_forces",

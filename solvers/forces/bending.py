@@ -7,6 +7,8 @@ two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
 
 import warp as wp
 
+from .elements import element_force_stage
+
 
 @wp.func
 def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
@@ -43,11 +45,14 @@ def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
 
 @wp.kernel
 def bending_forces_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     indices: wp.array2d(dtype=wp.int32),
     rest_angle: wp.array(dtype=float),
     properties: wp.array2d(dtype=float),
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
@@ -66,14 +71,5 @@ def bending_forces_kernel(
     wp.atomic_add(f, l, d4 * s)
 
 
-def eval_bending_forces(model, state, particle_f) -> None:
-    if model.edge_count == 0:
-        return
-    wp.launch(
-        bending_forces_kernel,
-        dim=model.edge_count,
-        inputs=[state.particle_q, state.particle_qd, model.edge_indices, model.edge_rest_angle,
-                model.edge_bending_properties],
-        outputs=[particle_f],
-        device=model.device,
-    )
+eval_bending_forces = element_force_stage("bending", bending_forces_kernel, "edge_count",
+                                            ("edge_indices", "edge_rest_angle", "edge_bending_properties"))

@@ -21,8 +21,8 @@ the centre of mass to x), n = how many contacts of this step touch that body.
 Without the split, the 4 corners of a resting box each stop the whole box in
 one step, together reverse it, and a stack chatters (a body's yaw rate flipped
 sign every step); with it, the contacts of a body can at most stop it. The
-counts are integers and carry no gradient; they live on the step's output
-state (``state._body_contact_counts``), so a recorded step keeps its own.
+counts are integers and carry no gradient; they are a per-step buffer of the
+step's output state (``state_out.step_buffers.body_contact_counts``), so a recorded step keeps its own.
 
 Materials of the two shapes combine by arithmetic means: ke = (ke0 + ke1) / 2
 [N/m], kd = (kd0 + kd1) / 2 [N s/m], mu = (mu0 + mu1) / 2, so two shapes of the
@@ -34,41 +34,30 @@ decided by ``model.collide`` and carries no gradient.
 
 import warp as wp
 
-from ...collision.contact_geometry import rigid_contact_geometry
+from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
-from .contact import (
-    contact_depth,
-    contact_gate,
-    contact_reach,
-    friction_force,
-    inverse_mass_along,
-    inverse_mass_of,
-    wrench_at,
-)
+from ..step_data import stage
+from .body_dynamics import inverse_mass_along, inverse_mass_of, wrench_at
+from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, friction_force
 
 
 @wp.func
-def active_contact(
-    c: int,
-    body_q: wp.array(dtype=wp.transform),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
-    b0: int,
-    margin: float,
-    smoothing: float,
-):
+def contact_bodies(body_inv_mass: wp.array(dtype=float), shapes: ShapeGeometry, contacts: RigidContacts, c: int):
+    """(shape 0, shape 1, body 0, body 1, body 0 dynamic, body 1 dynamic) of contact ``c``."""
+    s0 = contacts.shape0[c]
+    s1 = contacts.shape1[c]
+    b0 = shapes.body[s0]
+    b1 = shapes.body[s1]
+    return s0, s1, b0, b1, inverse_mass_of(body_inv_mass, b0) > 0.0, inverse_mass_of(body_inv_mass, b1) > 0.0
+
+
+@wp.func
+def active_contact(body_q: wp.array(dtype=wp.transform), shapes: ShapeGeometry, contacts: RigidContacts, c: int,
+                   law: PenaltyLaw):
     """Contact ``c``'s geometry at the current poses; its depth is -1e30 when it exerts no force."""
-    thickness = contact_thickness0[c]
-    g = rigid_contact_geometry(contact_point0[c], thickness, b0, contact_shape1[c], body_q, shape_body,
-                               shape_transform, shape_type, shape_scale, shape_source_ptr, thickness + margin + 1.0,
-                               contact_normal1[c])
+    g = rigid_contact_geometry(body_q, shapes, contacts, c, law.rigid_contact_margin)
+    smoothing = law.contact_smoothing
     if g.depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and g.depth <= 0.0):
         g.depth = -1.0e30
     return g
@@ -76,34 +65,23 @@ def active_contact(
 
 @wp.kernel
 def count_body_contacts_kernel(
-    body_q: wp.array(dtype=wp.transform),
+    # Model:
     body_inv_mass: wp.array(dtype=float),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
-    margin: float,
-    smoothing: float,
+    shapes: ShapeGeometry,
+    law: PenaltyLaw,
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
+    contacts: RigidContacts,
+    # Data out:
     counts: wp.array(dtype=wp.int32),
 ):
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    b0 = shape_body[contact_shape0[c]]
-    b1 = shape_body[contact_shape1[c]]
-    dynamic0 = inverse_mass_of(body_inv_mass, b0) > 0.0
-    dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
+    s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
     if not dynamic0 and not dynamic1:
         return
-    g = active_contact(c, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source_ptr,
-                       contact_shape1, contact_point0, contact_thickness0, contact_normal1, b0, margin, smoothing)
+    g = active_contact(body_q, shapes, contacts, c, law)
     if g.depth == -1.0e30:
         return
     if dynamic0:
@@ -114,47 +92,35 @@ def count_body_contacts_kernel(
 
 @wp.kernel
 def body_contact_kernel(
-    body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
-    margin: float,
-    friction_eps: float,
-    smoothing: float,
-    dt: float,
+    law: PenaltyLaw,
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    contacts: RigidContacts,
     counts: wp.array(dtype=wp.int32),
+    # In:
+    dt: float,
+    # Data out:
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    s0 = contact_shape0[c]
-    s1 = contact_shape1[c]
-    b0 = shape_body[s0]
-    b1 = shape_body[s1]
-    dynamic0 = inverse_mass_of(body_inv_mass, b0) > 0.0
-    dynamic1 = inverse_mass_of(body_inv_mass, b1) > 0.0
+    s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
     if not dynamic0 and not dynamic1:
         return
-    g = active_contact(c, body_q, shape_body, shape_transform, shape_type, shape_scale, shape_source_ptr,
-                       contact_shape1, contact_point0, contact_thickness0, contact_normal1, b0, margin, smoothing)
+    g = active_contact(body_q, shapes, contacts, c, law)
     if g.depth == -1.0e30:
         return
+    smoothing = law.contact_smoothing
     x = 0.5 * (g.p0 + g.p1)
     v = point_velocity(body_q, body_qd, body_com, b0, x) - point_velocity(body_q, body_qd, body_com, b1, x)
     vn = wp.dot(g.normal, v)
@@ -169,44 +135,30 @@ def body_contact_kernel(
         w_t += float(counts[b0]) * inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b0, x, vt)
     if dynamic1:
         w_t += float(counts[b1]) * inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b1, x, vt)
-    force = g.normal * fn + friction_force(vt, fn, mu, friction_eps, 1.0 / w_t, dt)
+    force = g.normal * fn + friction_force(vt, fn, mu, law.friction_smoothing, 1.0 / w_t, dt)
     if dynamic0:
         wp.atomic_add(body_f, b0, wrench_at(body_q, body_com, b0, force, x))
     if dynamic1:
         wp.atomic_sub(body_f, b1, wrench_at(body_q, body_com, b1, force, x))
 
 
-def eval_body_contact_forces(model, state, contacts, dt: float, body_f, counts) -> None:
-    """Stage: penalty contact with friction for every shape-shape contact point, into ``body_f``.
+@stage("shape-shape contact", writes=lambda data: {"body_f": data.state_out.body_f})
+def eval_body_contact_forces(model, data) -> None:
+    """Stage: penalty contact with friction for every shape-shape contact point, into ``state_out.body_f``.
 
-    ``counts``: an int32 array of ``model.body_count`` entries that receives each body's number
-    of active contacts (the mass split of the friction bound); it must belong to the step's
-    output state so that a recorded step keeps its own.
+    First each body's number of active contacts (the mass split of the friction bound) into the step
+    buffer ``body_contact_counts``.
     """
+    contacts = data.contacts
     if contacts is None or model.body_count == 0 or contacts.rigid_contact_max == 0:
         return
-    if counts is None or counts.dtype != wp.int32 or counts.shape != (model.body_count,):
-        got = None if counts is None else f"{counts.dtype.__name__} of shape {counts.shape}"
-        raise ValueError(f"eval_body_contact_forces: counts must be an int32 array of {model.body_count} entries "
-                         f"(one per body), got {got}")
-    geometry = [state.body_q, model.body_inv_mass, model.shape_body, model.shape_transform, model.shape_type,
-                model.shape_scale, model.shape_source_ptr, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
-                contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_thickness0,
-                contacts.rigid_contact_normal1, model.rigid_contact_margin, model.contact_smoothing]
+    counts, state = data.buffers.body_contact_counts, data.state_in
     counts.zero_()
-    wp.launch(count_body_contacts_kernel, dim=contacts.rigid_contact_max, inputs=geometry, outputs=[counts],
-              device=model.device)
-    wp.launch(
-        body_contact_kernel,
-        dim=contacts.rigid_contact_max,
-        inputs=[
-            state.body_q, state.body_qd, model.body_com, model.body_inv_mass, model.body_inv_inertia,
-            model.shape_body, model.shape_transform, model.shape_type, model.shape_scale, model.shape_source_ptr,
-            model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
-            contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-            contacts.rigid_contact_point0, contacts.rigid_contact_thickness0, contacts.rigid_contact_normal1,
-            model.rigid_contact_margin, model.friction_smoothing, model.contact_smoothing, dt, counts,
-        ],
-        outputs=[body_f],
-        device=model.device,
-    )
+    wp.launch(count_body_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+              inputs=[model.body_inv_mass, data.shapes, data.penalty_law, state.body_q, data.rigid_contacts],
+              outputs=[counts])
+    wp.launch(body_contact_kernel, dim=contacts.rigid_contact_max, device=model.device,
+              inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
+                      model.shape_material_ke, model.shape_material_kd, model.shape_material_mu, data.penalty_law,
+                      state.body_q, state.body_qd, data.rigid_contacts, counts, data.dt],
+              outputs=[data.state_out.body_f])

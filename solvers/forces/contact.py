@@ -29,9 +29,29 @@ particles but takes no reaction.
 
 import warp as wp
 
-from ...collision.sdf import shape_sdf_world, shape_world_transform
+from ...collision.contact_sink import PairList
+from ...collision.particle_shape import SoftContacts
+from ...collision.sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
+from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
+from ..step_data import stage
+from .body_dynamics import inverse_mass_along, wrench_at
+
+
+@wp.struct
+class PenaltyLaw:
+    """The model's settings of penalty contact (scalars of the Model; not differentiated)."""
+
+    friction_smoothing: float  # eps [m/s]
+    contact_smoothing: float  # h [m]
+    rigid_contact_margin: float  # [m]: how far apart shape-shape contacts were detected
+    particle_ke: float  # particle-particle stiffness [N/m]
+    particle_kd: float  # damping [N s/m]
+    particle_mu: float  # friction coefficient
+
+
+penalty_law = ArgBundle(PenaltyLaw)  # of a model
 
 
 @wp.func
@@ -66,104 +86,37 @@ def friction_force(vt: wp.vec3, fn: float, mu: float, eps: float, mass: float, d
     return -vt * (magnitude / speed)
 
 
-@wp.func
-def inverse_mass_of(body_inv_mass: wp.array(dtype=float), b: int):
-    """Inverse mass [1/kg] of body ``b``; 0 for the world (-1)."""
-    if b < 0:
-        return 0.0
-    return body_inv_mass[b]
-
-
-@wp.func
-def body_inverse_mass_at(
-    body_q: wp.array(dtype=wp.transform),
-    body_com: wp.array(dtype=wp.vec3),
-    body_inv_mass: wp.array(dtype=float),
-    body_inv_inertia: wp.array(dtype=wp.mat33),
-    b: int,
-    x: wp.vec3,
-):
-    """Inverse mass matrix [1/kg] of body ``b`` at world point ``x``: the velocity change there per unit impulse.
-
-    K = 1/m I + [r]x^T I_w^-1 [r]x with r from the centre of mass to ``x`` and I_w^-1 the
-    world inverse inertia. Zero for the world (-1) and kinematic bodies (inverse mass and
-    inertia 0): they do not give.
-    """
-    if b < 0:
-        return wp.mat33(0.0)
-    pose = body_q[b]
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(pose))
-    inv_inertia_w = rot * body_inv_inertia[b] * wp.transpose(rot)
-    rx = wp.skew(x - wp.transform_point(pose, body_com[b]))
-    return wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * inv_inertia_w * rx
-
-
-@wp.func
-def inverse_mass_along(
-    body_q: wp.array(dtype=wp.transform),
-    body_com: wp.array(dtype=wp.vec3),
-    body_inv_mass: wp.array(dtype=float),
-    body_inv_inertia: wp.array(dtype=wp.mat33),
-    b: int,
-    x: wp.vec3,
-    vt: wp.vec3,
-):
-    """Inverse mass [1/kg] of body ``b`` at world point ``x`` along the direction of ``vt``: 1/m + |r x t|^2_{I^-1}.
-
-    t = vt / |vt| is taken smoothly (t -> 0 as vt -> 0, leaving 1/m), so the value and its
-    gradient stay finite when nothing slides. Zero for the world and kinematic bodies.
-    """
-    if b < 0:
-        return 0.0
-    pose = body_q[b]
-    t = vt / wp.sqrt(wp.dot(vt, vt) + 1.0e-20)
-    r_t = wp.quat_rotate_inv(wp.transform_get_rotation(pose), wp.cross(x - wp.transform_point(pose, body_com[b]), t))
-    return body_inv_mass[b] + wp.dot(r_t, body_inv_inertia[b] * r_t)
-
-
-@wp.func
-def wrench_at(
-    body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3), b: int, f: wp.vec3, x: wp.vec3
-):
-    """The wrench (force at the centre of mass, torque about it; world) of force ``f`` acting at world point ``x``."""
-    com = wp.transform_point(body_q[b], body_com[b])
-    return wp.spatial_vector(f, wp.cross(x - com, f))
-
-
 @wp.kernel
 def particle_shape_contact_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_particle: wp.array(dtype=wp.int32),
-    contact_shape: wp.array(dtype=wp.int32),
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    contacts: SoftContacts,
+    # In:
     dt: float,
+    # Data out:
     f: wp.array(dtype=wp.vec3),
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    p = contact_particle[c]
-    s = contact_shape[c]
-    b = shape_body[s]
+    p = contacts.particle[c]
+    s = contacts.shape[c]
+    b = shapes.body[s]
     w = inv_mass[p]
     body_dynamic = False
     if b >= 0:
@@ -171,8 +124,9 @@ def particle_shape_contact_kernel(
     if w == 0.0 and not body_dynamic:
         return  # neither side can move: a kinematic particle against a static or kinematic shape
     r = radius[p]
-    X = shape_world_transform(shape_body, shape_transform, body_q, s)
-    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], X, x[p], 2.0 * r + 1.0)
+    smoothing = law.contact_smoothing
+    X = shape_world_pose(shapes, body_q, s)
+    sd = shape_sdf_at(shapes, s, X, x[p], 2.0 * r + 1.0)
     depth = r - sd[3]
     if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
         return
@@ -186,7 +140,7 @@ def particle_shape_contact_kernel(
     vt = vrel - n * vn
     # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
     w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
-    fc = n * fn + friction_force(vt, fn, shape_mu[s], friction_eps, 1.0 / (w + w_body), dt)
+    fc = n * fn + friction_force(vt, fn, shape_mu[s], law.friction_smoothing, 1.0 / (w + w_body), dt)
     wp.atomic_add(f, p, fc)
     if body_dynamic:
         # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
@@ -201,11 +155,7 @@ def particle_pair_force(
     inv_mass: wp.array(dtype=float),
     i: int,
     j: int,
-    ke: float,
-    kd: float,
-    mu: float,
-    friction_eps: float,
-    smoothing: float,
+    law: PenaltyLaw,
     dt: float,
     f: wp.array(dtype=wp.vec3),
 ):
@@ -215,13 +165,16 @@ def particle_pair_force(
     d = x[i] - x[j]
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
+    smoothing = law.contact_smoothing
     if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0) or dist < 1.0e-12:
         return
     n = d / dist
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
+    ke = law.particle_ke
+    kd = law.particle_kd
     fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
-    fc = n * fn + friction_force(vrel - n * vn, fn, mu, friction_eps, 1.0 / w, dt)
+    fc = n * fn + friction_force(vrel - n * vn, fn, law.particle_mu, law.friction_smoothing, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)
     wp.atomic_sub(f, j, fc)
@@ -229,64 +182,54 @@ def particle_pair_force(
 
 @wp.kernel
 def particle_pair_contact_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
-    pair_max: int,
+    law: PenaltyLaw,
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    pairs: PairList,
+    # In:
     stride: int,
-    ke: float,
-    kd: float,
-    mu: float,
-    friction_eps: float,
-    smoothing: float,
     dt: float,
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is
     # ~12 per particle and mostly empty (a cloth has none), and even an idle thread costs its share in the
     # adjoint kernel
     t = wp.tid()
-    for c in range(t, wp.min(pair_count[0], pair_max), stride):
-        particle_pair_force(x, v, radius, inv_mass, pairs[c][0], pairs[c][1], ke, kd, mu, friction_eps, smoothing,
-                            dt, f)
+    for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
+        pair = pairs.pairs[c]
+        particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], law, dt, f)
 
 
-def eval_particle_shape_contact_forces(model, state, contacts, dt: float, particle_f, body_f) -> None:
+@stage("particle-shape contact", writes=lambda data: {"particle_f": data.state_out.particle_f,
+                                                                  "body_f": data.state_out.body_f})
+def eval_particle_shape_contact_forces(model, data) -> None:
     """Stage: penalty contact of particles against shapes; shapes on dynamic bodies take the reaction in ``body_f``."""
+    contacts = data.contacts
     if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
         return
-    wp.launch(
-        particle_shape_contact_kernel,
-        dim=contacts.soft_contact_max,
-        inputs=[
-            state.particle_q, state.particle_qd, model.particle_radius, model.particle_inv_mass,
-            state.body_q, state.body_qd, model.body_com, model.body_inv_mass, model.body_inv_inertia,
-            model.shape_body, model.shape_type, model.shape_transform, model.shape_scale, model.shape_source_ptr,
-            model.shape_material_ke, model.shape_material_kd, model.shape_material_mu,
-            contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
-            model.friction_smoothing, model.contact_smoothing, dt,
-        ],
-        outputs=[particle_f, body_f],
-        device=model.device,
-    )
+    state, out = data.state_in, data.state_out
+    wp.launch(particle_shape_contact_kernel, dim=contacts.soft_contact_max, device=model.device,
+              inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
+                      model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
+                      model.shape_material_mu, data.penalty_law, state.particle_q,
+                      state.particle_qd, state.body_q, state.body_qd, data.soft_contacts, data.dt],
+              outputs=[out.particle_f, out.body_f])
 
 
-def eval_particle_pair_contact_forces(model, state, contacts, dt: float, particle_f) -> None:
+@stage("particle-particle contact", writes=lambda data: {"particle_f": data.state_out.particle_f})
+def eval_particle_pair_contact_forces(model, data) -> None:
+    """Stage: penalty contact with friction between the particle pairs ``collide`` found."""
+    contacts = data.contacts
     if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
         return
     threads = min(model.particle_count, contacts.particle_pair_max)
-    wp.launch(
-        particle_pair_contact_kernel,
-        dim=threads,
-        inputs=[
-            state.particle_q, state.particle_qd, model.particle_radius, model.particle_inv_mass,
-            contacts.particle_pair_count, contacts.particle_pair, contacts.particle_pair_max, threads,
-            model.particle_ke, model.particle_kd, model.particle_mu, model.friction_smoothing,
-            model.contact_smoothing, dt,
-        ],
-        outputs=[particle_f],
-        device=model.device,
-    )
+    state = data.state_in
+    wp.launch(particle_pair_contact_kernel, dim=threads, device=model.device,
+              inputs=[model.particle_radius, model.particle_inv_mass, data.penalty_law, state.particle_q,
+                      state.particle_qd, data.particle_pairs, threads, data.dt],
+              outputs=[data.state_out.particle_f])

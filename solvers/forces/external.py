@@ -1,37 +1,49 @@
-"""External forces from Control: the first stage, which also resets the step's force buffer."""
+"""External forces from Control: the first stages of a step, which also reset the step's force accumulators."""
 
 import warp as wp
 
-
-@wp.kernel
-def set_forces_kernel(control_f: wp.array(dtype=wp.vec3), f: wp.array(dtype=wp.vec3)):
-    tid = wp.tid()
-    f[tid] = control_f[tid]
+from ..step_data import stage
 
 
-def apply_control_forces(model, control, particle_f) -> None:
-    """Start the step's force accumulator from the user's external forces (or zero without a Control)."""
-    if model.particle_count == 0:
+def _set_values_kernel(dtype):
+    """The kernel that copies a Control array into the step's accumulator, for one dtype.
+
+    One definition, one kernel per dtype, each with its own name: Warp 1.19's CPU graph capture keys the
+    kernels it replays by name, so overloads of one generic kernel launched in the same graph replay as
+    whichever was recorded first.
+    """
+
+    @wp.kernel(name=f"set_{dtype.__name__}_kernel")
+    def set_values(
+        # Data in:
+        control_f: wp.array(dtype=dtype),
+        # Data out:
+        f: wp.array(dtype=dtype),
+    ):
+        tid = wp.tid()
+        f[tid] = control_f[tid]
+
+    return set_values
+
+
+SET_KERNELS = {dtype: _set_values_kernel(dtype) for dtype in (wp.vec3, wp.spatial_vector)}
+
+
+def _set_from_control(model, count: int, control_f, f) -> None:
+    """``f`` (the step's accumulator, ``count`` entries) = ``control_f``, or zero without one."""
+    if count == 0:
         return
-    if control is None or control.particle_f is None:
-        particle_f.zero_()
+    if control_f is None:
+        f.zero_()
         return
-    wp.launch(set_forces_kernel, dim=model.particle_count, inputs=[control.particle_f], outputs=[particle_f],
-              device=model.device)
+    wp.launch(SET_KERNELS[f.dtype], dim=count, inputs=[control_f], outputs=[f], device=model.device)
 
 
-@wp.kernel
-def set_wrenches_kernel(control_f: wp.array(dtype=wp.spatial_vector), f: wp.array(dtype=wp.spatial_vector)):
-    tid = wp.tid()
-    f[tid] = control_f[tid]
-
-
-def apply_control_wrenches(model, control, body_f) -> None:
-    """Start the step's body wrench accumulator (force at the com, torque; world) from ``Control.body_f``."""
-    if model.body_count == 0:
-        return
-    if control is None or control.body_f is None:
-        body_f.zero_()
-        return
-    wp.launch(set_wrenches_kernel, dim=model.body_count, inputs=[control.body_f], outputs=[body_f],
-              device=model.device)
+@stage("control forces", writes=lambda data: {"particle_f": data.state_out.particle_f,
+                                                         "body_f": data.state_out.body_f})
+def apply_controls(model, data) -> None:
+    """Stage: start the step's accumulators from the Control: ``state_out.particle_f`` from ``particle_f`` [N],
+    ``state_out.body_f`` (force at the com, torque; world) from ``body_f``; zero without a Control."""
+    control, out = data.control, data.state_out
+    _set_from_control(model, model.particle_count, None if control is None else control.particle_f, out.particle_f)
+    _set_from_control(model, model.body_count, None if control is None else control.body_f, out.body_f)

@@ -1,4 +1,4 @@
-"""Joint forces of the SemiImplicitSolver: stiff springs on the constrained directions, drives and limits on the free one.
+"""SemiImplicitSolver joint forces: stiff springs on the constrained directions, drives and limits on the free one.
 
 Each joint compares its parent anchor frame X_wp = body_q[parent] * X_p (the
 world when the parent is -1) with its child anchor frame X_wc = body_q[child]
@@ -54,18 +54,10 @@ where q crosses a bound, and there the gradient jumps.
 
 import warp as wp
 
-from ...kinematics import body_angular_velocity, body_pose, point_velocity, twist_angle
+from ...kinematics import JointTopology, body_angular_velocity, body_pose, point_velocity, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .contact import body_inverse_mass_at, inverse_mass_of, wrench_at
-
-
-@wp.func
-def world_inverse_inertia(body_q: wp.array(dtype=wp.transform), body_inv_inertia: wp.array(dtype=wp.mat33), b: int):
-    """R I^-1 R^T of body ``b`` in world [1/(kg m^2)]; zero for the world."""
-    if b < 0:
-        return wp.mat33(0.0)
-    rot = wp.quat_to_matrix(wp.transform_get_rotation(body_q[b]))
-    return rot * body_inv_inertia[b] * wp.transpose(rot)
+from ..step_data import stage
+from .body_dynamics import body_inverse_mass_at, inverse_mass_of, world_inverse_inertia, wrench_at
 
 
 @wp.func
@@ -82,47 +74,44 @@ def drive_and_limit(q: float, qd: float, target_pos: float, target_vel: float, e
 
 @wp.kernel
 def joint_force_kernel(
-    body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
+    # Model:
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
-    joint_type: wp.array(dtype=wp.int32),
-    joint_parent: wp.array(dtype=wp.int32),
-    joint_child: wp.array(dtype=wp.int32),
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
-    joint_qd_start: wp.array(dtype=wp.int32),
+    joints: JointTopology,
     joint_target_ke: wp.array(dtype=float),
     joint_target_kd: wp.array(dtype=float),
     joint_limit_lower: wp.array(dtype=float),
     joint_limit_upper: wp.array(dtype=float),
     joint_limit_ke: wp.array(dtype=float),
     joint_limit_kd: wp.array(dtype=float),
+    attach_ke: float,
+    attach_kd: float,
+    # Data in:
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
     effort: wp.array(dtype=float),
-    attach_ke: float,
-    attach_kd: float,
+    # Data out:
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
     j = wp.tid()
-    jt = joint_type[j]
+    jt = joints.type[j]
     if jt == JOINT_FREE:
         return
-    p = joint_parent[j]
-    c = joint_child[j]
+    p = joints.parent[j]
+    c = joints.child[j]
     dynamic_p = inverse_mass_of(body_inv_mass, p) > 0.0
     dynamic_c = body_inv_mass[c] > 0.0
     if not dynamic_p and not dynamic_c:
         return
-    X_wp = body_pose(body_q, p) * joint_X_p[j]
-    X_wc = body_q[c] * joint_X_c[j]
+    X_wp = body_pose(body_q, p) * joints.X_p[j]
+    X_wc = body_q[c] * joints.X_c[j]
     x_c = wp.transform_get_translation(X_wc)
     q_p = wp.transform_get_rotation(X_wp)
     q_c = wp.transform_get_rotation(X_wc)
-    axis = joint_axis[j]
+    axis = joints.axis[j]
     a = wp.quat_rotate(q_p, axis)  # the joint axis in world, carried by the parent
     prismatic = jt == JOINT_PRISMATIC
 
@@ -155,7 +144,7 @@ def joint_force_kernel(
 
     # the free degree of freedom: drive, effort, limits
     if jt == JOINT_REVOLUTE or prismatic:
-        ds = joint_qd_start[j]
+        ds = joints.qd_start[j]
         X_pc = wp.transform_inverse(X_wp) * X_wc
         q = float(0.0)
         qd = float(0.0)
@@ -181,24 +170,19 @@ def joint_force_kernel(
         wp.atomic_sub(body_f, p, wrench_at(body_q, body_com, p, force, x_c) + couple)
 
 
-def eval_joint_forces(model, state, target_pos, target_vel, effort, body_f) -> None:
-    """Stage: joint springs, drives and limits from the bodies of ``state``, into ``body_f``.
+@stage("joints", writes=lambda data: {"body_f": data.state_out.body_f})
+def eval_joint_forces(model, data) -> None:
+    """Stage: joint springs, drives and limits from the bodies of ``state_in``, into ``state_out.body_f``.
 
-    ``target_pos`` / ``target_vel`` / ``effort``: per joint degree of freedom
-    (``Control.joint_target_pos`` / ``joint_target_vel`` / ``joint_f``).
+    Drive targets and efforts per joint degree of freedom from the Control (``joint_target_pos`` /
+    ``joint_target_vel`` / ``joint_f``; zero without one).
     """
     if model.joint_count == 0:
         return
-    wp.launch(
-        joint_force_kernel,
-        dim=model.joint_count,
-        inputs=[
-            state.body_q, state.body_qd, model.body_com, model.body_inv_mass, model.body_inv_inertia,
-            model.joint_type, model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c,
-            model.joint_axis, model.joint_qd_start, model.joint_target_ke, model.joint_target_kd,
-            model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
-            target_pos, target_vel, effort, model.joint_attach_ke, model.joint_attach_kd,
-        ],
-        outputs=[body_f],
-        device=model.device,
-    )
+    state = data.state_in
+    wp.launch(joint_force_kernel, dim=model.joint_count, device=model.device,
+              inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.joints, model.joint_target_ke,
+                      model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke,
+                      model.joint_limit_kd, model.joint_attach_ke, model.joint_attach_kd, state.body_q,
+                      state.body_qd, *data.joint_controls()],
+              outputs=[data.state_out.body_f])

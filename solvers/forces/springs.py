@@ -2,15 +2,20 @@
 
 import warp as wp
 
+from .elements import element_force_stage
+
 
 @wp.kernel
 def spring_forces_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     indices: wp.array(dtype=wp.int32),
     rest_length: wp.array(dtype=float),
     stiffness: wp.array(dtype=float),
     damping: wp.array(dtype=float),
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     tid = wp.tid()
@@ -27,14 +32,6 @@ def spring_forces_kernel(
     wp.atomic_sub(f, j, fs)
 
 
-def eval_spring_forces(model, state, particle_f) -> None:
-    if model.spring_count == 0:
-        return
-    wp.launch(
-        spring_forces_kernel,
-        dim=model.spring_count,
-        inputs=[state.particle_q, state.particle_qd, model.spring_indices, model.spring_rest_length,
-                model.spring_stiffness, model.spring_damping],
-        outputs=[particle_f],
-        device=model.device,
-    )
+eval_spring_forces = element_force_stage("springs", spring_forces_kernel, "spring_count",
+                                          ("spring_indices", "spring_rest_length", "spring_stiffness",
+                                           "spring_damping"))

@@ -10,6 +10,8 @@ Damping: P_d = k_damp F sym(F^T dF/dt).
 
 import warp as wp
 
+from .elements import element_force_stage
+
 
 @wp.func
 def tet_psi(F: wp.mat33, mu: float, lam: float):
@@ -24,12 +26,15 @@ def tet_psi(F: wp.mat33, mu: float, lam: float):
 
 @wp.kernel
 def tetrahedron_forces_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     indices: wp.array2d(dtype=wp.int32),
     poses: wp.array(dtype=wp.mat33),
     volumes: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
@@ -68,14 +73,5 @@ def tetrahedron_forces_kernel(
     wp.atomic_sub(f, i3, h3)
 
 
-def eval_tetrahedron_forces(model, state, particle_f) -> None:
-    if model.tet_count == 0:
-        return
-    wp.launch(
-        tetrahedron_forces_kernel,
-        dim=model.tet_count,
-        inputs=[state.particle_q, state.particle_qd, model.tet_indices, model.tet_poses, model.tet_volumes,
-                model.tet_materials],
-        outputs=[particle_f],
-        device=model.device,
-    )
+eval_tetrahedron_forces = element_force_stage("tetrahedra", tetrahedron_forces_kernel, "tet_count",
+                                                ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))

@@ -10,15 +10,20 @@ Damping: P_d = kd F sym(F^T dF/dt), which dissipates stretch but not rigid rotat
 
 import warp as wp
 
+from .elements import element_force_stage
+
 
 @wp.kernel
 def triangle_forces_kernel(
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
+    # Model:
     indices: wp.array2d(dtype=wp.int32),
     poses: wp.array(dtype=wp.mat22),
     areas: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
+    # Data in:
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
@@ -64,14 +69,5 @@ def triangle_forces_kernel(
     wp.atomic_sub(f, k, h2)
 
 
-def eval_triangle_forces(model, state, particle_f) -> None:
-    if model.tri_count == 0:
-        return
-    wp.launch(
-        triangle_forces_kernel,
-        dim=model.tri_count,
-        inputs=[state.particle_q, state.particle_qd, model.tri_indices, model.tri_poses, model.tri_areas,
-                model.tri_materials],
-        outputs=[particle_f],
-        device=model.device,
-    )
+eval_triangle_forces = element_force_stage("triangles", triangle_forces_kernel, "tri_count",
+                                             ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))

@@ -17,7 +17,7 @@ Shapes on rigid bodies make the contact two-way: the shape is placed by its
 body's current iterate, the multiplier uses the generalized inverse mass
 w_p + n_b (1/m + (r x n)^T I_w^-1 (r x n)) (r from the body's centre of mass
 to the surface point under the particle, n_b the body's mass-splitting count,
-see ``body_contact``), and the particle and the body receive equal and
+see ``jacobi``), and the particle and the body receive equal and
 opposite impulses, so linear momentum is conserved. Friction limits the slip
 of the particle relative to the body's material point under it, with the
 same budget mu * depth. A kinematic body pushes particles and takes nothing
@@ -27,8 +27,11 @@ existed. No restitution and no velocity pass for particle contacts.
 
 import warp as wp
 
-from ...collision.sdf import shape_sdf_world
-from .body_contact import (
+from ...collision.contact_sink import PairList
+from ...collision.particle_shape import SoftContacts
+from ...collision.sdf import ShapeGeometry, shape_sdf_at
+from ..step_data import stage
+from .body_frames import (
     add_positional,
     body_frame,
     point_inv_mass_matrix,
@@ -52,42 +55,38 @@ def friction_correction(motion_t: wp.vec3, limit: float):
 
 @wp.kernel
 def solve_shape_contacts_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
-    shape_mu: wp.array(dtype=float),
-    body_q: wp.array(dtype=wp.transform),
-    body_q_start: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_inv_inertia: wp.array(dtype=wp.mat33),
+    shapes: ShapeGeometry,
+    shape_mu: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    body_q_start: wp.array(dtype=wp.transform),
+    contacts: SoftContacts,
+    x: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
     body_split: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_particle: wp.array(dtype=wp.int32),
-    contact_shape: wp.array(dtype=wp.int32),
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
     body_delta: wp.array(dtype=wp.spatial_vector),
 ):
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    p = contact_particle[c]
-    s = contact_shape[c]
-    b = shape_body[s]
+    p = contacts.particle[c]
+    s = contacts.shape[c]
+    b = shapes.body[s]
     r = radius[p]
     xp = x[p]
     if b < 0:
         # a static shape: the particle alone moves
         if inv_mass[p] == 0.0:
             return
-        sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], shape_transform[s], xp,
-                             2.0 * r + 1.0)
+        sd = shape_sdf_at(shapes, s, shapes.transform[s], xp, 2.0 * r + 1.0)
         depth = r - sd[3]
         if depth <= 0.0:
             return
@@ -98,8 +97,8 @@ def solve_shape_contacts_kernel(
         wp.atomic_add(delta, p, corr)
         return
     # a shape on a body: equal and opposite corrections, split by generalized inverse mass
-    X = body_q[b] * shape_transform[s]
-    sd = shape_sdf_world(shape_type[s], shape_scale[s], shape_source_ptr[s], X, xp, 2.0 * r + 1.0)
+    X = body_q[b] * shapes.transform[s]
+    sd = shape_sdf_at(shapes, s, X, xp, 2.0 * r + 1.0)
     depth = r - sd[3]
     if depth <= 0.0:
         return
@@ -156,54 +155,51 @@ def solve_particle_pair(
 
 @wp.kernel
 def solve_particle_contacts_kernel(
-    x: wp.array(dtype=wp.vec3),
-    x_start: wp.array(dtype=wp.vec3),
+    # Model:
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
-    pair_count: wp.array(dtype=wp.int32),
-    pairs: wp.array(dtype=wp.vec2i),
-    pair_max: int,
-    stride: int,
     mu: float,
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    pairs: PairList,
+    x: wp.array(dtype=wp.vec3),
+    # In:
+    stride: int,
+    # Data out:
     delta: wp.array(dtype=wp.vec3),
 ):
-    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per particle and
-    # mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
+    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per
+    # particle and mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
     t = wp.tid()
-    for c in range(t, wp.min(pair_count[0], pair_max), stride):
-        solve_particle_pair(x, x_start, radius, inv_mass, pairs[c][0], pairs[c][1], mu, delta)
+    for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
+        pair = pairs.pairs[c]
+        solve_particle_pair(x, x_start, radius, inv_mass, pair[0], pair[1], mu, delta)
 
 
-def solve_shape_contacts(model, state_in, x, contacts, delta, body_q, body_split, body_delta) -> None:
-    """Stage: particles against shapes; shapes on bodies are placed by body iterate ``body_q`` and pushed back.
-
-    ``body_split``: the bodies' mass-splitting counts; ``body_delta``: the bodies' correction accumulator.
-    """
+@stage("particle-shape contact")
+def solve_shape_contacts(model, data, k: int) -> None:
+    """Stage: particles of iterate k against shapes; shapes on bodies are placed by body iterate k and pushed back."""
+    contacts = data.contacts
     if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
         return
-    wp.launch(
-        solve_shape_contacts_kernel,
-        dim=contacts.soft_contact_max,
-        inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
-                model.shape_type, model.shape_body, model.shape_transform, model.shape_scale,
-                model.shape_source_ptr, model.shape_material_mu, body_q, state_in.body_q, model.body_com,
-                model.body_inv_mass, model.body_inv_inertia, body_split, contacts.soft_contact_count,
-                contacts.soft_contact_particle, contacts.soft_contact_shape],
-        outputs=[delta, body_delta],
-        device=model.device,
-    )
+    b, state_in = data.buffers, data.state_in
+    rows = b.rows
+    wp.launch(solve_shape_contacts_kernel, dim=contacts.soft_contact_max, device=model.device,
+              inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
+                      model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
+                      state_in.body_q, data.soft_contacts, rows.x[k], rows.body_q[k], b.split],
+              outputs=[rows.delta[k], rows.body_delta[k]])
 
 
-def solve_particle_contacts(model, state_in, x, contacts, delta) -> None:
+@stage("particle-particle contact")
+def solve_particle_contacts(model, data, k: int) -> None:
+    """Stage: particle pairs of iterate k pushed apart, with friction."""
+    contacts = data.contacts
     if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
         return
     threads = min(model.particle_count, contacts.particle_pair_max)
-    wp.launch(
-        solve_particle_contacts_kernel,
-        dim=threads,
-        inputs=[x, state_in.particle_q, model.particle_radius, model.particle_inv_mass,
-                contacts.particle_pair_count, contacts.particle_pair, contacts.particle_pair_max, threads,
-                model.particle_mu],
-        outputs=[delta],
-        device=model.device,
-    )
+    rows = data.buffers.rows
+    wp.launch(solve_particle_contacts_kernel, dim=threads, device=model.device,
+              inputs=[model.particle_radius, model.particle_inv_mass, model.particle_mu, data.state_in.particle_q,
+                      data.particle_pairs, rows.x[k], threads],
+              outputs=[rows.delta[k]])

@@ -43,7 +43,10 @@ def record_peak_counts(
 
 
 @wp.kernel
-def reset_status_kernel(status: wp.array(dtype=wp.int32)):
+def reset_status_kernel(
+    # Data out:
+    status: wp.array(dtype=wp.int32),
+):
     status[STATUS_NONFINITE] = NO_NONFINITE
 
 

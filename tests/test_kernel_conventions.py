@@ -120,9 +120,7 @@ def checked_files() -> list:
 
 
 # Kernels not converted yet, each with the reason (an entry that has come to pass the check fails the test: remove it)
-PENDING = {
-    "engine/contacts.py record_peak_counts": "engine/contacts.py is being reworked with the collision pipeline",
-}
+PENDING: dict = {}  # "path kernel": why it may not follow the convention yet (the test fails once it does)
 
 
 def test_every_kernel_groups_its_parameters_model_data_in_in_data_out():

@@ -14,7 +14,7 @@ from .autodiff.tape import TapeReuseError
 from .builder import ModelBuilder
 from .builder.materials import lame_from_young
 from .contacts import ContactOverflowError, Contacts
-from .diagnostics import NonFiniteError, NonFiniteWarning
+from .diagnostics import NonFiniteError, NonFiniteWarning, StabilityWarning
 from .io.mjcf_spec import MjcfError
 from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
@@ -52,6 +52,7 @@ __all__ = [
     "ContactOverflowError",
     "NonFiniteError",
     "NonFiniteWarning",
+    "StabilityWarning",
     "SemiImplicitSolver",
     "XPBDSolver",
     "SolverBase",

@@ -18,6 +18,10 @@ class NonFiniteWarning(RuntimeWarning):
     """A simulation went non-finite (NaN/inf positions or velocities), reported once when first seen."""
 
 
+class StabilityWarning(RuntimeWarning):
+    """A time step beyond the explicit solver's estimated stable step (reported once per step size)."""
+
+
 def first_nonfinite(a: wp.array) -> int | None:
     """Index of the first element of ``a`` holding a NaN or inf, or None (reads ``a`` to the host)."""
     if a is None or a.size == 0:

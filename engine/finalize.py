@@ -48,6 +48,14 @@ class Derived:
         return {"particle_inv_mass": np.where(mass > 0.0, 1.0 / np.where(mass > 0.0, mass, 1.0), 0.0).astype(
             np.float32)}
 
+    def _particle_element_count(self):
+        b, n = self.b, self.b.particle_count
+        count = np.zeros(n, dtype=np.int64)
+        for idx, k in ((b.spring_indices, 2), (b.tri_indices, 3), (b.edge_indices, 4), (b.tet_indices, 4)):
+            if len(idx):
+                count += np.bincount(np.asarray(idx, dtype=np.int64).reshape(-1, k).reshape(-1), minlength=n)
+        return {"particle_element_count": count.astype(np.int32)}
+
     def _particle_exclusions(self):
         b = self.b
         offsets, flat = csr_exclusions(b.particle_count, (b.spring_indices, b.tri_indices, b.edge_indices,

@@ -86,6 +86,8 @@ MODEL_FIELDS = (
     F("particle_radius", f32, "particle", "m", "contact radius", grad=True, param=True, minimum=0.0),
     F("particle_flags", i32, "particle", "", "bits: PARTICLE_FLAG_ACTIVE"),
     F("particle_world", i32, "particle", "", "world index (>= 0)", copy="world"),
+    F("particle_element_count", i32, "particle", "", "springs, triangles, bending edges and tets on the "
+      "particle (their damping is split by it: implicit per element, stable together)", source="derived"),
     F("particle_exclusion_offsets", i32, "particle", "", "CSR offsets (n + 1) of the particles each one never "
       "collides with (they share an element)", source="derived", length="offsets"),
     F("particle_exclusions", i32, "particle", "", "CSR entries of those lists", source="derived", length="csr"),

@@ -1,142 +1,109 @@
-"""The largest stable time step of explicit (symplectic Euler) force integration, per element, from the model.
+"""The largest stable time step of the SemiImplicitSolver's explicit forces, estimated from the model.
 
-Each force element is treated as a damped oscillator of its own: x'' = -w^2 x - c x' with w^2 its
-stiffness times the inverse mass it drives and c its damping rate. Symplectic Euler keeps such an
-oscillator bounded iff (Jury's criterion on its step matrix)
+Symplectic Euler keeps an undamped oscillator of angular frequency w bounded while ``w dt <= 2``. Damping
+is implicit per element in this solver (:mod:`inertia.solvers.forces.elements`), so it never limits the
+step (it only widens the stable range), and the limit is the stiffest mode of the forces:
 
-    w^2 dt^2 + 2 c dt <= 4,   i.e.   dt <= dt_max = (sqrt(c^2 + 4 w^2) - c) / w^2   (2 / c when w = 0)
+- **Elastic elements** (springs, membranes, bending, tets) together: the largest eigenvalue of
+  ``M^-1/2 K M^-1/2`` at the rest positions, by power iteration on central differences of the solver's
+  own force kernels (:func:`elastic_time_step`). It sees every element and how they share particles;
+  the step at which test scenes actually blow up lies within 15 % of it (``tests/test_stability.py``;
+  nonlinearity, contact and gravity take a little off).
+- **Penalty contact** of a particle: the stiffest shape's ke over the particle's mass.
+- **Joints**: the mass-scaled attachment springs need ``sqrt(ke) dt <= 1`` (measured on a falling chain:
+  its modes reach about 2 ke); drives and limits: their stiffness over the pair's largest inverse
+  inertia about the joint.
 
-(``tests/test_stability.py`` checks it against a spring pair's blow-up). For an element of several
-particles the estimate takes the stiffest direction of the element's energy at rest: its stiffness
-k times the squared gradient of its strain with respect to one vertex (from the inverse rest matrix), over
-that vertex's mass. Elements that share particles add up, so a scene's real limit is lower by up to the
-number of elements on the busiest particle; the guard uses the sum per particle for that reason.
-
-:func:`stable_time_steps` returns, per element kind, the largest stable dt and the element that sets it;
-the SemiImplicitSolver warns once when a step exceeds the smallest (``SemiImplicitSolver.stable_dt``).
-Host-side NumPy on the model's arrays (one pass, at solver construction: never inside a step).
+Host-side work, once at solver construction (never inside a step, so steps stay capturable); a model
+whose parameters are edited afterwards keeps the estimate of its construction.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MODE = "gershgorin"
+
+def _two_over_w(w2) -> np.ndarray:
+    w2 = np.asarray(w2, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(w2 > 0, 2.0 / np.sqrt(np.where(w2 > 0, w2, 1.0)), np.inf)
 
 
-def oscillator_dt(w2, c) -> np.ndarray:
-    """Largest stable symplectic-Euler step of x'' = -w2 x - c x' (elementwise; inf where w2 = c = 0)."""
-    w2, c = np.asarray(w2, dtype=np.float64), np.asarray(c, dtype=np.float64)
-    out = np.full(np.broadcast(w2, c).shape, np.inf)
-    stiff = w2 > 0
-    damp = ~stiff & (c > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(stiff, (np.sqrt(c * c + 4.0 * w2) - c) / np.where(stiff, w2, 1.0), out)
-        out = np.where(damp, 2.0 / np.where(damp, c, 1.0), out)
-    return out
+def _worst(dt) -> tuple:
+    j = int(np.argmin(dt))
+    return float(dt[j]), j
 
 
 def stable_time_steps(model) -> dict:
-    """``{kind: (dt_max [s], index of the element that sets it)}`` for each kind the model has.
-
-    Kinds: ``springs``, ``triangles``, ``bending``, ``tetrahedra``, ``particle contact`` (penalty against
-    shapes, at the stiffest shape), ``joint drives``. Per particle, the stiffness of every element on it
-    is summed (the particle feels them together), and the element with the largest share on the worst
-    particle is named.
-    """
+    """``{kind: (dt_max [s], index)}`` of the bounds that are not elastic: ``particle contact`` (index: the
+    particle), ``joint attachment``, ``joint drives`` (index: the joint); only finite ones."""
     out = {}
-    n = model.particle_count
-    if n == 0:
-        return out
-    w = model.particle_inv_mass.numpy().astype(np.float64)
-    k_sum, c_sum = np.zeros(n), np.zeros(n)  # per particle: summed stiffness [N/m] and damping [N s/m]
-    per_element = {}
-    owners = {}  # kind -> (per-particle stiffness of this kind, the element of largest stiffness on each particle)
-
-    def add(kind, idx, k, c, g):
-        """Elements ``idx`` (m, v) of stiffness ``k`` and damping ``c`` (m,) with strain gradients ``g`` (m, v).
-
-        A row of the mass-weighted stiffness matrix W K at particle p sums, over its elements, k |g_p| times
-        the element's sum of |g_v| (Gershgorin: the largest eigenvalue is below the largest row sum), so
-        the estimate errs on the stable side when elements share particles.
-        """
-        row = np.abs(g) * np.abs(g).sum(axis=1, keepdims=True)  # (m, v): |g_p| sum_v |g_v|
-        if MODE == "element":
-            share = np.bincount(idx.reshape(-1), minlength=n)[idx].max(axis=1)  # elements on the busiest vertex
-            w2_e = k * share * (g * g * w[idx]).sum(axis=1)
-            c_e = c * share * (g * g * w[idx]).sum(axis=1)
-            dt_e = oscillator_dt(w2_e, c_e)
-            j = int(np.argmin(dt_e))
-            per_element[kind] = (float(dt_e[j]), j)
-        k_p = np.zeros(n)
-        np.add.at(k_p, idx.reshape(-1), (k[:, None] * row).reshape(-1))
-        c_p = np.zeros(n)
-        np.add.at(c_p, idx.reshape(-1), (c[:, None] * row).reshape(-1))
-        k_sum[:] += k_p
-        c_sum[:] += c_p
-        best = np.full(n, -1)
-        top = np.zeros(n)
-        for v in range(idx.shape[1]):
-            kv = k * row[:, v]
-            better = kv > top[idx[:, v]]
-            top[idx[better, v]] = kv[better]
-            best[idx[better, v]] = np.flatnonzero(better)
-        owners[kind] = (k_p, c_p, best)
-
-    if model.spring_count:
-        idx = model.spring_indices.numpy().reshape(-1, 2)
-        ke, kd = model.spring_stiffness.numpy().astype(np.float64), model.spring_damping.numpy().astype(np.float64)
-        add("springs", idx, ke, kd, np.ones((len(ke), 2)))
-    for kind, count, poses, size, mats, kcols, dcol, k in (
-            ("triangles", model.tri_count, "tri_poses", "tri_areas", "tri_materials", (0, 1), 2, 3),
-            ("tetrahedra", model.tet_count, "tet_poses", "tet_volumes", "tet_materials", (0, 1), 2, 4)):
-        if not count:
-            continue
-        idx = getattr(model, f"{kind[:3]}_indices").numpy().reshape(-1, k)
-        dm = getattr(model, poses).numpy().astype(np.float64)  # inverse rest matrices (count, d, d)
-        vol = getattr(model, size).numpy().astype(np.float64)
-        mat = getattr(model, mats).numpy().astype(np.float64)
-        # strain gradient of each vertex: the rows of Dm^-1 (vertices 1..), minus their sum (vertex 0)
-        g = np.concatenate([-dm.sum(axis=1, keepdims=True), dm], axis=1)  # (count, k, d)
-        g = np.linalg.norm(g, axis=2)
-        modulus = mat[:, kcols[0]] + mat[:, kcols[1]]  # mu + lambda: the stiffest (area/volume) mode
-        add(kind, idx, modulus * vol, mat[:, dcol] * vol, g)
-    if model.edge_count:
-        idx = model.edge_indices.numpy().reshape(-1, 4)
-        x = model.particle_q.numpy().astype(np.float64)
-        props = model.edge_bending_properties.numpy().astype(np.float64)
-        e = x[idx[:, 3]] - x[idx[:, 2]]
-        le = np.linalg.norm(e, axis=1)
-        grads = []
-        for v in (0, 1):  # the wing vertices: |d theta / d x| = |e| / (2 * area of its triangle)
-            twice_area = np.linalg.norm(np.cross(x[idx[:, v]] - x[idx[:, 2]], e), axis=1)
-            grads.append(le / np.maximum(twice_area, 1e-12))
-        g = np.stack(grads + [np.zeros_like(le), np.zeros_like(le)], 1)
-        g[:, 2] = g[:, 3] = 0.5 * (g[:, 0] + g[:, 1])  # the hinge vertices balance the wings
-        add("bending", idx, props[:, 0], props[:, 1], g)
-    if model.shape_count and model.particle_count:
-        # penalty contact with the stiffest shape a particle may meet (a particle rests on one at a time)
+    if model.particle_count and model.shape_count:
+        w = model.particle_inv_mass.numpy().astype(np.float64)
         ke = float(model.shape_material_ke.numpy().max())
-        kd = float(model.shape_material_kd.numpy().max())
-        dt = oscillator_dt(ke * w, kd * w)
-        if np.isfinite(dt).any():
-            p = int(np.argmin(dt))
-            out["particle contact"] = (float(dt[p]), p)
-    if MODE == "element":
-        out.update(per_element)
-        return out
-    if owners:
-        dt = oscillator_dt(k_sum * w, c_sum * w)
-        for kind, (k_p, c_p, best) in owners.items():
-            # the particles where this kind carries the most stiffness: its share of the summed limit
-            share = np.where(k_sum > 0, k_p / np.where(k_sum > 0, k_sum, 1.0), 0.0)
-            mine = share >= 0.5
-            if not mine.any():
-                mine = k_p > 0
-            if not mine.any():
-                continue
-            cand = np.where(mine, dt, np.inf)
-            p = int(np.argmin(cand))
-            if np.isfinite(cand[p]):
-                out[kind] = (float(cand[p]), int(best[p]))
+        out["particle contact"] = _worst(_two_over_w(ke * w))
+    if model.joint_count:
+        attach = float(model.joint_attach_ke)
+        if attach > 0:
+            out["joint attachment"] = (1.0 / np.sqrt(attach), 0)
+        ke = np.maximum(model.joint_target_ke.numpy(), model.joint_limit_ke.numpy()).astype(np.float64)
+        if ke.size and ke.max() > 0:
+            out["joint drives"] = _worst(_drive_time_steps(model, ke))
+    return {k: v for k, v in out.items() if np.isfinite(v[0])}
+
+
+def _drive_time_steps(model, ke) -> np.ndarray:
+    inv_i = model.body_inv_inertia.numpy().astype(np.float64)
+    inv_m = model.body_inv_mass.numpy().astype(np.float64)
+    parent, child = model.joint_parent.numpy(), model.joint_child.numpy()
+    types, dof_start = model.joint_type.numpy(), model.joint_qd_start.numpy()
+    out = np.full(model.joint_count, np.inf)
+    for j in range(model.joint_count):
+        if types[j] not in (0, 1) or dof_start[j + 1] == dof_start[j]:  # only prismatic and revolute are driven
+            continue
+        bodies = [b for b in (parent[j], child[j]) if b >= 0]
+        if types[j] == 1:  # revolute: the pair's largest inverse inertia
+            w_axis = max(float(np.linalg.eigvalsh(sum(inv_i[b] for b in bodies)).max()), 0.0)
+        else:
+            w_axis = float(sum(inv_m[b] for b in bodies))
+        out[j] = _two_over_w(ke[dof_start[j]] * w_axis)
     return out
+
+
+def elastic_time_step(model, forces, iterations: int = 40, seed: int = 0):
+    """The stable step [s] of the particles' elastic forces together, and the particle that moves most in the
+    stiffest mode: power iteration on M^-1/2 K M^-1/2 at the rest positions.
+
+    ``forces(x) -> (n, 3)``: the internal forces [N] at positions ``x`` (n, 3) with zero velocities. The
+    stiffness times a direction is their central difference (1e-6 m: the forces are smooth there). This
+    sees every element at once, so elements that share particles are accounted for exactly (the per-element
+    bounds of :func:`stable_time_steps` can only bound them). Returns ``(inf, -1)`` without elastic forces.
+    """
+    n = model.particle_count
+    w = model.particle_inv_mass.numpy().astype(np.float64)
+    sw = np.sqrt(w)[:, None]
+    if n == 0 or not sw.any():
+        return np.inf, -1
+    x0 = model.particle_q.numpy().astype(np.float64)
+    z = np.random.default_rng(seed).standard_normal((n, 3)) * (sw > 0)
+    lam, h = 0.0, 1.0e-6
+    for _ in range(iterations):
+        z /= max(np.linalg.norm(z), 1e-300)
+        u = sw * z * (h / max(np.abs(sw * z).max(), 1e-300))  # a displacement of at most h
+        ku = (forces(x0 - u) - forces(x0 + u)) / 2.0  # K u (forces are -K u to first order)
+        y = sw * ku * (np.abs(sw * z).max() / h)  # M^-1/2 K M^-1/2 z
+        lam = float(np.sum(y * z))
+        if not np.isfinite(lam) or np.linalg.norm(y) == 0.0:
+            break
+        z = y
+    if not (np.isfinite(lam) and lam > 0.0):
+        return np.inf, -1
+    return 2.0 / np.sqrt(lam), int(np.argmax(np.linalg.norm(z, axis=1)))
+
+
+def smallest(steps: dict):
+    """The kind, its element and dt of the smallest stable step in ``stable_time_steps``' result (or None)."""
+    if not steps:
+        return None
+    kind = min(steps, key=lambda k: steps[k][0])
+    return kind, steps[kind][1], steps[kind][0]

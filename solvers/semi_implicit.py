@@ -12,11 +12,15 @@ has buffers of its own (no clearing between steps, nothing to alias).
 from __future__ import annotations
 
 import math
+import warnings
+from types import SimpleNamespace
 
 import warp as wp
 
 from ..integrators import integrate_bodies, integrate_particles
 from ..schema import STATE_CHECKPOINT
+from ..diagnostics import StabilityWarning
+from ..stability import elastic_time_step, smallest, stable_time_steps
 from .forces import (
     apply_controls,
     eval_bending_forces,
@@ -33,6 +37,10 @@ from .step_data import Buffer, StepBufferSpec, stage
 
 # Per-step buffers: the counts the friction bound of shape-shape contacts splits each body's mass by
 # (solvers/forces/body_contact.py). Integers: no gradient.
+# Steps above this fraction of the estimated stable step are warned about: the step at which test scenes
+# blow up lies within 12 % below the estimate (tests/test_stability.py)
+STABILITY_MARGIN = 0.85
+
 SEMI_IMPLICIT_BUFFERS = StepBufferSpec(
     Buffer("body_contact_counts", wp.int32, ("body",), "active shape-shape contacts per body this step", grad=False),
 )
@@ -66,6 +74,8 @@ class SemiImplicitSolver(SolverBase):
     """
 
     step_buffer_spec = SEMI_IMPLICIT_BUFFERS
+    # joint damping, Coulomb friction and effort limits act on the free dof (solvers/forces/joints.py)
+    ignores_joint_fields = ("joint_armature", "joint_velocity_limit")
 
     def __init__(self, model, check_finite: bool = False):
         super().__init__(model, check_finite)
@@ -73,6 +83,48 @@ class SemiImplicitSolver(SolverBase):
             value = getattr(model, name, 0.0)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
+        # the largest stable step of every element kind (host NumPy, once; inertia.stability), the particles'
+        # elastic elements together by power iteration on their force kernels (exact at rest)
+        self.stable_steps = {k: v for k, v in stable_time_steps(model).items()
+                             if k not in ("springs", "triangles", "bending", "tetrahedra")}
+        elastic, particle = elastic_time_step(model, self._elastic_forces) if model.particle_count else (math.inf, -1)
+        if math.isfinite(elastic):
+            self.stable_steps["elastic forces"] = (elastic, particle)
+        self._checked_dt = None
+
+    def _elastic_forces(self, x):
+        """Internal forces [N] (springs, membranes, bending, tets) at positions ``x`` (n, 3), velocities zero."""
+        model = self.model
+        s_in, s_out = model.state(requires_grad=False), model.state(requires_grad=False)
+        s_in.particle_q.assign(x.astype("float32"))
+        s_in.particle_qd.zero_()
+        s_out.particle_f.zero_()
+        data = SimpleNamespace(state_in=s_in, state_out=s_out, dt=1.0, check_finite=False, step_index=0)
+        for stage_fn in (eval_spring_forces, eval_triangle_forces, eval_bending_forces, eval_tetrahedron_forces):
+            stage_fn(model, data)
+        return s_out.particle_f.numpy().astype("float64")
+
+    @property
+    def stable_dt(self) -> float:
+        """The largest time step [s] at which every force element is estimated to be stable (inf: any); steps
+        above ``STABILITY_MARGIN`` times it are warned about (the estimate can exceed the real limit by ~12 %)."""
+        worst = smallest(self.stable_steps)
+        return math.inf if worst is None else worst[2]
+
+    def _check_time_step(self, dt: float) -> None:
+        """Warn once per step size beyond the estimated stable step (a Python comparison: capturable)."""
+        self._checked_dt = dt
+        worst = smallest(self.stable_steps)
+        if worst is None or dt <= STABILITY_MARGIN * worst[2]:
+            return
+        kind, index, limit = worst
+        element = (f"particle {index}" if kind in ("particle contact", "elastic forces") else
+                   f"joint {index}" if kind.startswith("joint") else f"element {index}")
+        warnings.warn(
+            f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
+            f"set by {element}; inertia.stability): the simulation will likely blow up. Use dt <= "
+            f"{STABILITY_MARGIN * limit:.3g} s (more substeps), heavier or softer elements, or the XPBDSolver, "
+            "which is stable at any step.", StabilityWarning, stacklevel=3)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         return {"body": self.model.body_count}
@@ -80,7 +132,9 @@ class SemiImplicitSolver(SolverBase):
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
         model = self.model
-        data = self.begin_step(state_in, state_out, control, contacts, dt)
+        data = self.begin_step(state_in, state_out, control, contacts, dt)  # validates dt first
+        if dt != self._checked_dt:
+            self._check_time_step(dt)
 
         apply_controls(model, data)
         eval_spring_forces(model, data)

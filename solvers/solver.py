@@ -14,6 +14,7 @@ sizes (:meth:`SolverBase.buffer_sizes`); :meth:`SolverBase.begin_step` allocates
 from __future__ import annotations
 
 import math
+import warnings
 import numbers
 
 import numpy as np
@@ -49,14 +50,33 @@ class SolverBase:
     """
 
     step_buffer_spec = StepBufferSpec()  # the solver's per-step buffers (none by default)
+    # per-dof joint dynamics this solver does not simulate (warned about once when a model sets them)
+    ignores_joint_fields: tuple = ("joint_armature", "joint_damping", "joint_friction", "joint_effort_limit",
+                                   "joint_velocity_limit")
 
     def __init__(self, model, check_finite: bool = False):
         self.model = model
         self.check_finite = bool(check_finite)
         self.step_count = 0  # steps taken by this solver (used in error reports)
+        self._warn_ignored_joint_dynamics()
         # drive targets and efforts of a step taken without a Control (allocated once: step() allocates nothing)
         self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
         self._sizes = {}
+
+    def _warn_ignored_joint_dynamics(self) -> None:
+        """No silent drop: a model whose joints carry dynamics this solver does not simulate is told which."""
+        model = self.model
+        if not self.ignores_joint_fields or not getattr(model, "joint_dof_count", 0):
+            return
+        used = []
+        for name in self.ignores_joint_fields:
+            values = getattr(model, name).numpy()
+            if (np.isfinite(values).any() if name.endswith("limit") else np.any(values != 0.0)):
+                used.append(name)
+        if used:
+            warnings.warn(f"{type(self).__name__} does not simulate {', '.join(used)} (set on this model's joints, "
+                          "e.g. by a URDF's <dynamics> / <limit> or an MJCF's armature): they are ignored. The "
+                          "FeatherstoneSolver simulates them.", RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------------------------------ step buffers
     def buffer_sizes(self, rigid_contact_max: int) -> dict:

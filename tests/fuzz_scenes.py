@@ -16,20 +16,24 @@ from hypothesis import strategies as st
 
 import inertia
 
-# physical ranges (SI): light cloth to heavy sheets, soft foam to rubber, 1 g to 10 kg links
-MASS = st.floats(0.005, 1.0)
+# Physical ranges (SI), drawn the way materials come: a foam is light and soft, a rubber dense and stiff,
+# a metal part heavy. Stiffness and mass are not drawn independently (a 20 kg/m^3 "foam" as stiff as
+# rubber is not a material). Damping up to strongly overdamped.
+FABRIC_AREAL_DENSITY = st.floats(0.05, 0.5)  # kg/m^2: silk .. canvas
+FABRIC_STRETCH = st.floats(20.0, 5.0e3)  # N/m (tri_ke, tri_ka)
+SOLIDS = {"foam": ((20.0, 100.0), (1.0e4, 2.0e5)), "gel": ((900.0, 1100.0), (1.0e3, 1.0e5)),
+          "rubber": ((900.0, 1300.0), (1.0e6, 1.0e7))}  # density [kg/m^3], Young's modulus [Pa]
+SOLID_DENSITY = {"wood": (400.0, 800.0), "plastic": (900.0, 1400.0), "aluminium": (2600.0, 2800.0),
+                 "steel": (7700.0, 8000.0)}
 CELL = st.floats(0.02, 0.15)
-TRI_KE = st.floats(10.0, 5.0e3)
 TRI_KD = st.floats(0.0, 20.0)
 EDGE_KE = st.floats(0.0, 5.0)
 EDGE_KD = st.floats(0.0, 0.1)
+MASS = st.floats(0.005, 1.0)
 SPRING_KE = st.floats(10.0, 1.0e4)
 SPRING_KD = st.floats(0.0, 5.0)
-DENSITY = st.floats(20.0, 2000.0)
-K_MU = st.floats(1.0e3, 1.0e6)
-K_LAMBDA = st.floats(1.0e3, 1.0e6)
+POISSON = st.floats(0.3, 0.48)
 K_DAMP = st.floats(0.0, 20.0)
-BODY_MASS = st.floats(0.001, 10.0)
 HALF = st.floats(0.01, 0.2)
 DRIVE_KE = st.floats(0.0, 200.0)
 DRIVE_KD = st.floats(0.0, 10.0)
@@ -44,26 +48,36 @@ def scenes(draw, max_parts: int = 3):
     for k, kind in enumerate(parts):
         x0 = 1.5 * k
         if kind == "cloth":
+            cell = draw(CELL)
             spec["parts"].append(dict(kind=kind, x=x0, dim=draw(st.tuples(st.integers(1, 6), st.integers(1, 6))),
-                                      cell=draw(CELL), mass=draw(MASS), tri_ke=draw(TRI_KE), tri_kd=draw(TRI_KD),
+                                      cell=cell, mass=draw(FABRIC_AREAL_DENSITY) * cell * cell,
+                                      tri_ke=draw(FABRIC_STRETCH), tri_kd=draw(TRI_KD),
                                       edge_ke=draw(EDGE_KE), edge_kd=draw(EDGE_KD), fix=draw(st.booleans()),
                                       z=draw(st.floats(0.1, 1.0))))
         elif kind == "soft":
+            (rho_lo, rho_hi), (e_lo, e_hi) = SOLIDS[draw(st.sampled_from(sorted(SOLIDS)))]
+            k_mu, k_lambda = inertia.lame_from_young(draw(st.floats(e_lo, e_hi)), draw(POISSON))
             spec["parts"].append(dict(kind=kind, x=x0, dim=draw(st.tuples(st.integers(1, 3), st.integers(1, 3),
                                                                           st.integers(1, 3))),
-                                      cell=draw(CELL), density=draw(DENSITY), k_mu=draw(K_MU),
-                                      k_lambda=draw(K_LAMBDA), k_damp=draw(K_DAMP), z=draw(st.floats(0.05, 0.5))))
+                                      cell=draw(CELL), density=draw(st.floats(rho_lo, rho_hi)), k_mu=k_mu,
+                                      k_lambda=k_lambda, k_damp=draw(K_DAMP), z=draw(st.floats(0.05, 0.5))))
         elif kind == "springs":
             n = draw(st.integers(2, 6))
             spec["parts"].append(dict(kind=kind, x=x0, n=n, mass=draw(MASS), ke=draw(SPRING_KE), kd=draw(SPRING_KD),
                                       parallel=draw(st.integers(1, 3)), z=draw(st.floats(0.1, 1.0))))
         elif kind == "bodies":
-            spec["parts"].append(dict(kind=kind, x=x0, count=draw(st.integers(1, 4)), mass=draw(BODY_MASS),
-                                      half=draw(HALF), z=draw(st.floats(0.0, 0.5)),
+            lo, hi = SOLID_DENSITY[draw(st.sampled_from(sorted(SOLID_DENSITY)))]
+            half = draw(HALF)
+            spec["parts"].append(dict(kind=kind, x=x0, count=draw(st.integers(1, 4)),
+                                      mass=draw(st.floats(lo, hi)) * (2 * half) ** 3, half=half,
+                                      z=draw(st.floats(0.0, 0.5)),
                                       shape=draw(st.sampled_from(["box", "sphere", "capsule"]))))
         else:
-            spec["parts"].append(dict(kind=kind, x=x0, links=draw(st.integers(1, 6)), mass=draw(BODY_MASS),
-                                      half=draw(HALF), drive_ke=draw(DRIVE_KE), drive_kd=draw(DRIVE_KD)))
+            lo, hi = SOLID_DENSITY[draw(st.sampled_from(sorted(SOLID_DENSITY)))]
+            half = draw(HALF)  # links of 2 half x 0.4 half x 0.4 half
+            spec["parts"].append(dict(kind=kind, x=x0, links=draw(st.integers(1, 6)),
+                                      mass=draw(st.floats(lo, hi)) * 2 * half * (0.4 * half) ** 2, half=half,
+                                      drive_ke=draw(DRIVE_KE), drive_kd=draw(DRIVE_KD)))
     return spec
 
 

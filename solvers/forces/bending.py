@@ -2,12 +2,13 @@
 
 Energy per edge: ke/2 (theta - theta0)^2, with theta the signed angle between the
 two wing triangles (i, k, l) and (j, l, k) across edge (k, l). Forces are
--(ke (theta - theta0) + kd dtheta/dt) dtheta/dx, with the exact angle gradient.
+-(ke (theta - theta0) + kd' dtheta/dt) dtheta/dx, with the exact angle gradient (kd' is kd made implicit per
+element: :mod:`inertia.solvers.forces.elements`).
 """
 
 import warp as wp
 
-from .elements import element_force_stage
+from .elements import element_force_stage, element_share, implicit_damping
 
 
 @wp.func
@@ -49,9 +50,13 @@ def bending_forces_kernel(
     indices: wp.array2d(dtype=wp.int32),
     rest_angle: wp.array(dtype=float),
     properties: wp.array2d(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    element_count: wp.array(dtype=wp.int32),
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
+    # In:
+    dt: float,
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
@@ -64,7 +69,10 @@ def bending_forces_kernel(
     if ok == 0.0:
         return  # a collapsed wing has no defined angle
     rate = wp.dot(d1, v[i]) + wp.dot(d2, v[j]) + wp.dot(d3, v[k]) + wp.dot(d4, v[l])
-    s = -(properties[t, 0] * (theta - rest_angle[t]) + properties[t, 1] * rate)
+    damping_rate = (wp.dot(d1, d1) * inv_mass[i] + wp.dot(d2, d2) * inv_mass[j] + wp.dot(d3, d3) * inv_mass[k]
+                    + wp.dot(d4, d4) * inv_mass[l]) * element_share(element_count, i, j, k, l)
+    kd = implicit_damping(properties[t, 1], damping_rate, dt)
+    s = -(properties[t, 0] * (theta - rest_angle[t]) + kd * rate)
     wp.atomic_add(f, i, d1 * s)
     wp.atomic_add(f, j, d2 * s)
     wp.atomic_add(f, k, d3 * s)

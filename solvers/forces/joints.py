@@ -36,9 +36,15 @@ holds at dt = 1 ms, diverges at 1.5 ms; a chain's modes reach about 2 ke).
 The free degree of freedom of a revolute or prismatic joint (angle q about /
 offset q along the axis, rate qd) takes a torque / force along the world axis
 
-    target_ke (target_pos - q) + target_kd (target_vel - qd) + joint_f
-    + max(limit_ke (lower - q) - limit_kd qd, 0)    if q < lower
-    + min(limit_ke (upper - q) - limit_kd qd, 0)    if q > upper
+    clamp(target_ke (target_pos - q) + target_kd' (target_vel - qd) + joint_f, +-effort_limit)
+    - damping' qd - friction (smoothed Coulomb, never reversing qd within a step)
+    + max(limit_ke (lower - q) - limit_kd' qd, 0)    if q < lower
+    + min(limit_ke (upper - q) - limit_kd' qd, 0)    if q > upper
+
+where a primed damping c' = c / sqrt(1 + (dt c w)^2) never overshoots along the axis (w: the pair's
+inverse inertia or mass about it), so a drive of any damping is stable at any step;
+``model.joint_damping`` / ``joint_friction`` / ``joint_effort_limit`` are per degree of freedom
+(URDF ``<dynamics>`` / ``<limit effort>``, MJCF ``damping`` / ``frictionloss``).
 
 with the gains in absolute units (N m/rad, N m s/rad; N/m, N s/m) from
 ``model.joint_target_*`` / ``joint_limit_*`` and the targets and effort from
@@ -62,13 +68,32 @@ from .body_dynamics import body_inverse_mass_at, inverse_mass_of, world_inverse_
 
 @wp.func
 def drive_and_limit(q: float, qd: float, target_pos: float, target_vel: float, effort: float, target_ke: float,
-                    target_kd: float, lower: float, upper: float, limit_ke: float, limit_kd: float):
-    """Generalized force [N m or N] on a free degree of freedom: PD drive, effort, one-sided limit springs."""
-    f = target_ke * (target_pos - q) + target_kd * (target_vel - qd) + effort
+                    target_kd: float, lower: float, upper: float, limit_ke: float, limit_kd: float, damping: float,
+                    friction: float, effort_limit: float, w_axis: float, dt: float):
+    """Generalized force [N m or N] on a free degree of freedom: PD drive and effort (clamped to the effort
+    limit), passive damping and Coulomb friction, one-sided limit springs.
+
+    Damping never overshoots along the axis (``w_axis``: the pair's inverse inertia or mass about it): a
+    damping coefficient c acts as c / sqrt(1 + (dt c w_axis)^2) (explicit damping for small dt c w_axis, at
+    most the rate that stops the dof in one step for large), so no gain is unstable at any dt; friction is
+    smoothed over 1e-3 [rad/s or m/s] and never reverses the rate within a step.
+    """
+    drive_damping = target_kd + damping
+    x = dt * drive_damping * w_axis
+    s = 1.0 / wp.sqrt(1.0 + x * x)
+    actuator = target_ke * (target_pos - q) + s * target_kd * (target_vel - qd) + effort
+    actuator = wp.clamp(actuator, -effort_limit, effort_limit)
+    f = actuator - s * damping * qd
+    if friction > 0.0:
+        speed = wp.abs(qd)
+        stop = speed / wp.max(dt * w_axis, 1.0e-30)  # the force that stops the rate in one step
+        f = f - wp.min(friction * speed / wp.sqrt(qd * qd + 1.0e-6), stop) * wp.sign(qd)
+    xl = dt * limit_kd * w_axis
+    sl = 1.0 / wp.sqrt(1.0 + xl * xl)
     if q < lower:
-        f = f + wp.max(limit_ke * (lower - q) - limit_kd * qd, 0.0)
+        f = f + wp.max(limit_ke * (lower - q) - sl * limit_kd * qd, 0.0)
     elif q > upper:
-        f = f + wp.min(limit_ke * (upper - q) - limit_kd * qd, 0.0)
+        f = f + wp.min(limit_ke * (upper - q) - sl * limit_kd * qd, 0.0)
     return f
 
 
@@ -85,6 +110,9 @@ def joint_force_kernel(
     joint_limit_upper: wp.array(dtype=float),
     joint_limit_ke: wp.array(dtype=float),
     joint_limit_kd: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_friction: wp.array(dtype=float),
+    joint_effort_limit: wp.array(dtype=float),
     attach_ke: float,
     attach_kd: float,
     # Data in:
@@ -93,6 +121,8 @@ def joint_force_kernel(
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
     effort: wp.array(dtype=float),
+    # In:
+    dt: float,
     # Data out:
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
@@ -148,15 +178,20 @@ def joint_force_kernel(
         X_pc = wp.transform_inverse(X_wp) * X_wc
         q = float(0.0)
         qd = float(0.0)
+        w_axis = float(0.0)  # the pair's inverse mass / inertia about the axis (implicit damping)
         if prismatic:
             q = wp.dot(wp.transform_get_translation(X_pc), axis)
             qd = wp.dot(a, v)
+            w_axis = wp.dot(a, k * a)
         else:
             q = twist_angle(wp.transform_get_rotation(X_pc), axis)
             qd = wp.dot(a, w_rel)
+            w_axis = wp.dot(a, (world_inverse_inertia(body_q, body_inv_inertia, p)
+                                + world_inverse_inertia(body_q, body_inv_inertia, c)) * a)
         tau = drive_and_limit(q, qd, target_pos[ds], target_vel[ds], effort[ds], joint_target_ke[ds],
                               joint_target_kd[ds], joint_limit_lower[ds], joint_limit_upper[ds],
-                              joint_limit_ke[ds], joint_limit_kd[ds])
+                              joint_limit_ke[ds], joint_limit_kd[ds], joint_damping[ds], joint_friction[ds],
+                              joint_effort_limit[ds], w_axis, dt)
         if prismatic:
             force = force + a * tau
         else:
@@ -183,6 +218,7 @@ def eval_joint_forces(model, data) -> None:
     wp.launch(joint_force_kernel, dim=model.joint_count, device=model.device,
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.joints, model.joint_target_ke,
                       model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke,
-                      model.joint_limit_kd, model.joint_attach_ke, model.joint_attach_kd, state.body_q,
-                      state.body_qd, *data.joint_controls()],
+                      model.joint_limit_kd, model.joint_damping, model.joint_friction, model.joint_effort_limit,
+                      model.joint_attach_ke, model.joint_attach_kd, state.body_q, state.body_qd,
+                      *data.joint_controls(), data.dt],
               outputs=[data.state_out.body_f])

@@ -1,8 +1,9 @@
-"""Damped springs: f = (ke (l - l0) + kd dl/dt) along the spring."""
+"""Damped springs: f = (ke (l - l0) + kd' dl/dt) along the spring, kd' = kd / sqrt(1 + (dt kd (w_i + w_j) n)^2)
+(damping that never overshoots: :mod:`inertia.solvers.forces.elements`)."""
 
 import warp as wp
 
-from .elements import element_force_stage
+from .elements import element_force_stage, element_share, implicit_damping
 
 
 @wp.kernel
@@ -12,9 +13,13 @@ def spring_forces_kernel(
     rest_length: wp.array(dtype=float),
     stiffness: wp.array(dtype=float),
     damping: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    element_count: wp.array(dtype=wp.int32),
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
+    # In:
+    dt: float,
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
@@ -27,7 +32,8 @@ def spring_forces_kernel(
         return  # direction undefined; a coincident pair exerts no force
     n = d / length
     rate = wp.dot(v[j] - v[i], n)
-    fs = n * (stiffness[tid] * (length - rest_length[tid]) + damping[tid] * rate)
+    kd = implicit_damping(damping[tid], (inv_mass[i] + inv_mass[j]) * element_share(element_count, i, j, -1, -1), dt)
+    fs = n * (stiffness[tid] * (length - rest_length[tid]) + kd * rate)
     wp.atomic_add(f, i, fs)
     wp.atomic_sub(f, j, fs)
 

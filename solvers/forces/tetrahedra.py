@@ -5,12 +5,12 @@ with mu' = 4/3 mu and lam' = lam + 5/6 mu, the paper's mapping that makes the
 linearised stress match Lamé's (mu = ``k_mu``, lam = ``k_lambda``). Its stress
     P = mu' (1 - 1/(I_C + 1)) F + (lam' (J - 1) - 3/4 mu') cof(F)
 vanishes at rest and stays finite for inverted elements.
-Damping: P_d = k_damp F sym(F^T dF/dt).
+Damping: P_d = k_damp' F sym(F^T dF/dt), k_damp capped per element (:mod:`inertia.solvers.forces.elements`).
 """
 
 import warp as wp
 
-from .elements import element_force_stage
+from .elements import element_force_stage, element_share, implicit_damping
 
 
 @wp.func
@@ -31,9 +31,13 @@ def tetrahedron_forces_kernel(
     poses: wp.array(dtype=wp.mat33),
     volumes: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    element_count: wp.array(dtype=wp.int32),
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
+    # In:
+    dt: float,
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
@@ -50,7 +54,14 @@ def tetrahedron_forces_kernel(
 
     mu = 4.0 / 3.0 * materials[t, 0]
     lam = materials[t, 1] + 5.0 / 6.0 * materials[t, 0]
-    kd = materials[t, 2]
+    # strain gradients of the vertices: rows of Dm^-1 (1..3) and minus their sum (0)
+    g1 = wp.vec3(dm_inv[0, 0], dm_inv[0, 1], dm_inv[0, 2])
+    g2 = wp.vec3(dm_inv[1, 0], dm_inv[1, 1], dm_inv[1, 2])
+    g3 = wp.vec3(dm_inv[2, 0], dm_inv[2, 1], dm_inv[2, 2])
+    g0 = g1 + g2 + g3
+    rate = volumes[t] * (wp.dot(g0, g0) * inv_mass[i0] + wp.dot(g1, g1) * inv_mass[i1]
+                         + wp.dot(g2, g2) * inv_mass[i2] + wp.dot(g3, g3) * inv_mass[i3])
+    kd = implicit_damping(materials[t, 2], rate * element_share(element_count, i0, i1, i2, i3), dt)
 
     c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
     c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])

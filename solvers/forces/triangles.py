@@ -5,12 +5,13 @@ Per unit rest area, with F the 3x2 deformation gradient and J its area ratio:
 with lam' = lam + mu so that, linearised, the stress is 2 mu eps + lam tr(eps) I
 (mu = ``tri_ke``, lam = ``tri_ka``). Written without 1/lam, so lam = 0 is fine:
     P = mu (F - dJ/dF) + lam' (J - 1) dJ/dF.
-Damping: P_d = kd F sym(F^T dF/dt), which dissipates stretch but not rigid rotation.
+Damping: P_d = kd' F sym(F^T dF/dt), which dissipates stretch but not rigid rotation (kd' is kd capped
+per element: :mod:`inertia.solvers.forces.elements`).
 """
 
 import warp as wp
 
-from .elements import element_force_stage
+from .elements import element_force_stage, element_share, implicit_damping
 
 
 @wp.kernel
@@ -20,9 +21,13 @@ def triangle_forces_kernel(
     poses: wp.array(dtype=wp.mat22),
     areas: wp.array(dtype=float),
     materials: wp.array2d(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    element_count: wp.array(dtype=wp.int32),
     # Data in:
     x: wp.array(dtype=wp.vec3),
     v: wp.array(dtype=wp.vec3),
+    # In:
+    dt: float,
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
@@ -33,7 +38,13 @@ def triangle_forces_kernel(
     dm = poses[t]
     mu = materials[t, 0]
     lam = materials[t, 1] + mu
-    kd = materials[t, 2]
+    # strain gradients of the vertices: rows of Dm^-1 (j, k) and minus their sum (i)
+    gj = dm[0, 0] * dm[0, 0] + dm[0, 1] * dm[0, 1]
+    gk = dm[1, 0] * dm[1, 0] + dm[1, 1] * dm[1, 1]
+    gi = (dm[0, 0] + dm[1, 0]) * (dm[0, 0] + dm[1, 0]) + (dm[0, 1] + dm[1, 1]) * (dm[0, 1] + dm[1, 1])
+    rate = areas[t] * (gi * inv_mass[i] + gj * inv_mass[j] + gk * inv_mass[k]) * element_share(
+        element_count, i, j, k, -1)
+    kd = implicit_damping(materials[t, 2], rate, dt)
 
     e1 = x[j] - x[i]
     e2 = x[k] - x[i]

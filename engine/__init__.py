@@ -19,7 +19,7 @@ from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
 from .model import Model
 from .rollout.params import DIFFERENTIABLE_PARAMS
-from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
+from .solvers import FeatherstoneSolver, SemiImplicitSolver, SolverBase, XPBDSolver
 from .state import Control, State
 
 __version__ = "0.1.0"
@@ -51,6 +51,7 @@ __all__ = [
     "NonFiniteError",
     "SemiImplicitSolver",
     "XPBDSolver",
+    "FeatherstoneSolver",
     "SolverBase",
     "Rollout",
     "DIFFERENTIABLE_PARAMS",

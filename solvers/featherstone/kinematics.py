@@ -212,7 +212,7 @@ def body_output_kernel(
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
     # In:
-    skip_virtual: int,
+    from_state: int,
     # Data out:
     twist: wp.array(dtype=wp.spatial_vector),  # per body, about p_ref (scratch of this kernel)
     body_q: wp.array(dtype=wp.transform),
@@ -220,39 +220,70 @@ def body_output_kernel(
 ):
     """``State.body_q`` / ``body_qd`` (v of the com, w; world) of every body in a tree from (q, qd).
 
-    ``skip_virtual``: leave the bodies of virtual free joints alone (their body_q / body_qd are their
-    coordinates already: a state's own bodies are made consistent with its joint coordinates).
+    ``from_state``: a virtual free joint's coordinates are its body's ``body_q`` / ``body_qd`` already
+    (read here, not written; ``q`` / ``qd`` hold only the model joints' coordinates): the set-up of a
+    state's jointed bodies from its own joint coordinates.
     """
     a = wp.tid()
-    p_ref = art_reference(art_slot_start, slot_joint, slot_type, slot_q, joint_X_p, joint_axis, q, a)
-    for s in range(art_slot_start[a], art_slot_start[a + 1]):
+    s0 = art_slot_start[a]
+    p_ref = wp.vec3(0.0)
+    if from_state != 0 and slot_joint[s0] < 0:
+        p_ref = wp.transform_get_translation(body_q[slot_child[s0]])
+    else:
+        p_ref = art_reference(art_slot_start, slot_joint, slot_type, slot_q, joint_X_p, joint_axis, q, a)
+    for s in range(s0, art_slot_start[a + 1]):
         j = slot_joint[s]
-        t = slot_type[s]
-        p = slot_parent[s]
         c = slot_child[s]
-        ds = slot_qd[s]
-        axis = joint_axis_of(joint_axis, j)
-        X_wp = joint_frame_parent(joint_X_p, j)
-        v_parent = wp.spatial_vector()
-        if p >= 0:
-            X_wp = body_q[p] * X_wp
-            v_parent = twist[p]
-        X_wc = X_wp * joint_transform(t, axis, q, slot_q[s])
-        pose = X_wc * wp.transform_inverse(joint_frame_child(joint_X_c, j))
-        com = wp.transform_point(pose, body_com[c]) - p_ref
-        origin = wp.transform_get_translation(X_wc) - p_ref
-        axis_w = wp.transform_vector(X_wp, axis)
-        rot_p = wp.transform_get_rotation(X_wp)
-        nd = dof_count(t)
-        v_joint = wp.spatial_vector()
-        for k in range(6):
-            if k < nd:
-                v_joint = v_joint + motion_subspace(t, k, axis_w, origin, rot_p, com) * qd[ds + k]
-        v = v_parent + v_joint
-        twist[c] = v
-        if j >= 0 or skip_virtual == 0:
+        if j < 0 and from_state != 0:
+            own = body_q[c]
+            own_qd = body_qd[c]
+            own_com = wp.transform_point(own, body_com[c]) - p_ref
+            # twist about p_ref: (w, v_com + com x w)
+            twist[c] = wp.spatial_vector(wp.spatial_bottom(own_qd),
+                                         wp.spatial_top(own_qd) + wp.cross(own_com, wp.spatial_bottom(own_qd)))
+        else:
+            t = slot_type[s]
+            p = slot_parent[s]
+            ds = slot_qd[s]
+            axis = joint_axis_of(joint_axis, j)
+            X_wp = joint_frame_parent(joint_X_p, j)
+            v_parent = wp.spatial_vector()
+            if p >= 0:
+                X_wp = body_q[p] * X_wp
+                v_parent = twist[p]
+            X_wc = X_wp * joint_transform(t, axis, q, slot_q[s])
+            pose = X_wc * wp.transform_inverse(joint_frame_child(joint_X_c, j))
+            com = wp.transform_point(pose, body_com[c]) - p_ref
+            origin = wp.transform_get_translation(X_wc) - p_ref
+            axis_w = wp.transform_vector(X_wp, axis)
+            rot_p = wp.transform_get_rotation(X_wp)
+            nd = dof_count(t)
+            v_joint = wp.spatial_vector()
+            for k in range(6):
+                if k < nd:
+                    v_joint = v_joint + motion_subspace(t, k, axis_w, origin, rot_p, com) * qd[ds + k]
+            v = v_parent + v_joint
+            twist[c] = v
             body_q[c] = pose
             body_qd[c] = wp.spatial_vector(point_velocity(v, com), wp.spatial_top(v))
+
+
+@wp.kernel
+def gather_joints_kernel(
+    # Model:
+    index_state: wp.array(dtype=wp.int32),
+    # Data in:
+    state_values: wp.array(dtype=float),
+    # Data out:
+    values: wp.array(dtype=float),
+):
+    """Joint coordinates (or rates) in the solver's order from ``State.joint_q`` (``joint_qd``); 0 for virtual ones."""
+    i = wp.tid()
+    src = index_state[i]
+    if src >= 0:
+        values[i] = state_values[src]
+    else:
+        values[i] = 0.0
 
 
 @wp.func

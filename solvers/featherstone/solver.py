@@ -154,7 +154,16 @@ class FeatherstoneSolver(SolverBase):
                        wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, requires_grad=g))
             state._featherstone_sync = buf
         q, qd, twist = buf
-        self._gather(state, q, qd)
+        # only the model joints' coordinates: free bodies' are read from their own body_q / body_qd, which the
+        # body outputs leave alone (a state array read by one launch and written by a later one would be
+        # flagged by wp.config.verify_autograd_array_access)
+        dev = model.device
+        if topo.coord_count:
+            wp.launch(kinematics.gather_joints_kernel, dim=topo.coord_count, inputs=[topo.coord_state, state.joint_q],
+                      outputs=[q], device=dev)
+        if topo.dof_count:
+            wp.launch(kinematics.gather_joints_kernel, dim=topo.dof_count, inputs=[topo.dof_state, state.joint_qd],
+                      outputs=[qd], device=dev)
         self._body_outputs(q, qd, 1, twist, state)
 
     def _gather(self, state, q, qd) -> None:
@@ -168,12 +177,12 @@ class FeatherstoneSolver(SolverBase):
                       inputs=[topo.dof_state, topo.dof_body, topo.dof_comp, state.joint_qd, state.body_qd],
                       outputs=[qd], device=dev)
 
-    def _body_outputs(self, q, qd, skip_virtual: int, twist, state) -> None:
+    def _body_outputs(self, q, qd, from_state: int, twist, state) -> None:
         m, topo = self.model, self.topology
         wp.launch(kinematics.body_output_kernel, dim=topo.articulation_count,
                   inputs=[m.joint_X_p, m.joint_X_c, m.joint_axis, m.body_com, topo.art_slot_start, topo.slot_joint,
                           topo.slot_type, topo.slot_parent, topo.slot_child, topo.slot_q, topo.slot_qd, q, qd,
-                          skip_virtual],
+                          from_state],
                   outputs=[twist, state.body_q, state.body_qd], device=m.device)
 
     # ------------------------------------------------------------------ the step

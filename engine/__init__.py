@@ -30,6 +30,10 @@ def __getattr__(name):
         from .rollout.rollout import Rollout
 
         return Rollout
+    if name == "body_poses":  # torch
+        from .rollout.kinematics_torch import body_poses
+
+        return body_poses
     if name == "UsdRecorder":  # pxr takes a moment to import
         from .io.recorder import UsdRecorder
 
@@ -59,6 +63,7 @@ __all__ = [
     "lame_from_young",
     "eval_fk",
     "eval_ik",
+    "body_poses",
     "UsdRecorder",
     "UrdfError",
     "save_usd",

@@ -16,7 +16,7 @@ this for damping):
 - passive damping ``-c qd'``: D += c;
 - Coulomb friction, smoothed: ``-mu qd' / sqrt(qd^2 + eps^2)``, the coefficient taken at the step's
   start (so it is an implicit damping that tends to the Coulomb torque mu once sliding): D += mu /
-  sqrt(qd^2 + eps^2); at rest it holds any torque below mu up to a creep of eps times their ratio;
+  sqrt(qd^2 + eps^2); a torque tau below mu only creeps, at eps r / sqrt(1 - r^2) with r = tau / mu;
 - limits (revolute, prismatic), a one-sided spring-damper while the predicted coordinate
   ``q + dt qd`` is past the limit: ``tau = -ke (q + dt qd' - limit) - kd qd'``: D += kd + dt ke.
 

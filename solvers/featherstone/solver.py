@@ -79,8 +79,8 @@ class FeatherstoneSolver(SolverBase):
             at least ~2 dt to resolve it (smaller is stable, but the contact then settles within a step).
         contact_dampratio: its damping ratio (1: critically damped, no bounce; MuJoCo's solref[1]).
         friction_smoothing: slip speed eps [m/s] of the smoothed Coulomb friction of contacts
-            (None: ``model.friction_smoothing``); at rest a tangential load below mu f_n creeps at eps
-            times its ratio to mu f_n.
+            (None: ``model.friction_smoothing``); a tangential load below mu f_n creeps at
+            eps r / sqrt(1 - r^2), r its ratio to mu f_n.
         joint_friction_smoothing: the same for ``joint_friction`` [rad/s or m/s].
         check_finite: raise :class:`inertia.NonFiniteError` naming the first stage and step that
             produced a NaN/inf (debugging; slow).

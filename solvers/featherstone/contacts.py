@@ -80,58 +80,12 @@ def side_velocity(body_art: wp.array(dtype=wp.int32), art_ref: wp.array(dtype=wp
 
 
 @wp.func
-def side_inverse_mass(art_dof_start: wp.array(dtype=wp.int32), art_mat_start: wp.array(dtype=wp.int32),
-                      slot_end: wp.array(dtype=wp.int32), dof_slot: wp.array(dtype=wp.int32),
-                      body_slot: wp.array(dtype=wp.int32), art_ref: wp.array(dtype=wp.vec3),
-                      dof_S: wp.array(dtype=wp.spatial_vector), L0: wp.array(dtype=float), a: int, b0: int, b1: int,
-                      x: wp.vec3, n: wp.vec3, zb: int, slot: int, z_partial: wp.array(dtype=float),
-                      z: wp.array(dtype=float), inv_mass: wp.array(dtype=float), z_sum: wp.array(dtype=float)):
-    """z = L0^-1 J_n^T in articulation ``a`` (forward substitution into z[zb:]); inv_mass[slot] += |z|^2 (the
-    contact's diagonal of D = J_n H0^-1 J_n^T); z_sum (per dof of the articulation) += z."""
-    d0 = art_dof_start[a]
-    nd = art_dof_start[a + 1] - d0
-    m0 = art_mat_start[a]
-    r = x - art_ref[a]
-    for i in range(nd):
-        for j in range(i):
-            wp.atomic_add(z_partial, zb + i, L0[m0 + i * nd + j] * z[zb + j])
-        jn = wp.dot(n, contact_column(slot_end, dof_slot, body_slot, dof_S, d0 + i, b0, b1, r))
-        zi = (jn - z_partial[zb + i]) / L0[m0 + i * nd + i]
-        z[zb + i] = zi
-        wp.atomic_add(inv_mass, slot, zi * zi)
-        wp.atomic_add(z_sum, d0 + i, zi)
-
-
-@wp.func
-def side_row_sum(art_dof_start: wp.array(dtype=wp.int32), a: int, zb: int, z: wp.array(dtype=float),
-                 z_sum: wp.array(dtype=float), slot: int, row_sum: wp.array(dtype=float)):
-    """row_sum[slot] += z . z_sum over articulation ``a``: this contact's row of D summed over every contact."""
-    d0 = art_dof_start[a]
-    nd = art_dof_start[a + 1] - d0
-    for i in range(nd):
-        wp.atomic_add(row_sum, slot, z[zb + i] * z_sum[d0 + i])
-
-
-@wp.func
-def side_forces(art_dof_start: wp.array(dtype=wp.int32), art_mat_start: wp.array(dtype=wp.int32),
-                slot_end: wp.array(dtype=wp.int32), dof_slot: wp.array(dtype=wp.int32),
-                body_slot: wp.array(dtype=wp.int32), art_ref: wp.array(dtype=wp.vec3),
-                dof_S: wp.array(dtype=wp.spatial_vector), a: int, b0: int, b1: int, x: wp.vec3, n: wp.vec3,
-                force: wp.vec3, damping_n: float, damping_t: float, tau: wp.array(dtype=float),
-                H: wp.array(dtype=float)):
-    """tau += J^T force and H += damping_n J_n^T J_n + damping_t J_t^T J_t in articulation ``a``."""
-    d0 = art_dof_start[a]
-    nd = art_dof_start[a + 1] - d0
-    m0 = art_mat_start[a]
-    r = x - art_ref[a]
-    for i in range(nd):
-        col_i = contact_column(slot_end, dof_slot, body_slot, dof_S, d0 + i, b0, b1, r)
-        wp.atomic_add(tau, d0 + i, wp.dot(col_i, force))
-        jn_i = wp.dot(n, col_i)
-        for j in range(nd):
-            col_j = contact_column(slot_end, dof_slot, body_slot, dof_S, d0 + j, b0, b1, r)
-            jn_j = wp.dot(n, col_j)
-            wp.atomic_add(H, m0 + i * nd + j, damping_n * jn_i * jn_j + damping_t * (wp.dot(col_i, col_j) - jn_i * jn_j))
+def side_range(a0: int, a1: int):
+    """The sides (0: body 0's articulation, 1: body 1's) a contact acts on: [first, end); one side when both
+    bodies are in the same articulation (their Jacobian columns are subtracted there)."""
+    first = wp.where(a0 >= 0, 0, 1)
+    end = wp.where(a1 >= 0 and a1 != a0, 2, 1)
+    return first, end
 
 
 @wp.func
@@ -192,12 +146,25 @@ def contact_jacobian_kernel(
     if g.depth <= 0.0:
         return
     x = 0.5 * (g.p0 + g.p1)
-    if a0 >= 0:
-        side_inverse_mass(art_dof_start, art_mat_start, slot_end, dof_slot, body_slot, art_ref, dof_S, L0, a0, b0, b1,
-                          x, g.normal, (c * 2) * max_dofs, c * 2, z_partial, z, inv_mass, z_sum)
-    if a1 >= 0 and a1 != a0:
-        side_inverse_mass(art_dof_start, art_mat_start, slot_end, dof_slot, body_slot, art_ref, dof_S, L0, a1, b0, b1,
-                          x, g.normal, (c * 2 + 1) * max_dofs, c * 2 + 1, z_partial, z, inv_mass, z_sum)
+    n = g.normal
+    # per side: z = L0^-1 J_n^T by forward substitution; inv_mass = |z|^2 (the contact's diagonal of D); z_sum += z.
+    # Written inline (not in a wp.func): Warp replays a function call in the reverse pass, atomic adds included
+    first, end = side_range(a0, a1)
+    for k in range(first, end):
+        a = wp.where(k == 0, a0, a1)
+        d0 = art_dof_start[a]
+        nd = art_dof_start[a + 1] - d0
+        m0 = art_mat_start[a]
+        zb = (c * 2 + k) * max_dofs
+        r = x - art_ref[a]
+        for i in range(nd):
+            for j in range(i):
+                wp.atomic_add(z_partial, zb + i, L0[m0 + i * nd + j] * z[zb + j])
+            jn = wp.dot(n, contact_column(slot_end, dof_slot, body_slot, dof_S, d0 + i, b0, b1, r))
+            zi = (jn - z_partial[zb + i]) / L0[m0 + i * nd + i]
+            z[zb + i] = zi
+            wp.atomic_add(inv_mass, c * 2 + k, zi * zi)
+            wp.atomic_add(z_sum, d0 + i, zi)
 
 
 @wp.kernel
@@ -265,10 +232,13 @@ def contact_force_kernel(
              - side_velocity(body_art, art_ref, body_v, body_X, body_qd_in, body_com, b1, x))
     vn = wp.dot(n, v_rel)
     vt = v_rel - n * vn
-    if a0 >= 0:
-        side_row_sum(art_dof_start, a0, (c * 2) * max_dofs, z, z_sum, c, row_sum)
-    if a1 >= 0 and a1 != a0:
-        side_row_sum(art_dof_start, a1, (c * 2 + 1) * max_dofs, z, z_sum, c, row_sum)
+    first, end = side_range(a0, a1)
+    for k in range(first, end):  # this contact's row of D summed over every touching contact: z . z_sum
+        a = wp.where(k == 0, a0, a1)
+        d0 = art_dof_start[a]
+        zb = (c * 2 + k) * max_dofs
+        for i in range(art_dof_start[a + 1] - d0):
+            wp.atomic_add(row_sum, c, z[zb + i] * z_sum[d0 + i])
     # the contact's share of the mass it moves: its row of D summed over the touching contacts (its own
     # diagonal when the others pull the other way)
     w = wp.max(row_sum[c], inv_mass[c * 2] + inv_mass[c * 2 + 1])
@@ -284,12 +254,22 @@ def contact_force_kernel(
     c_t = mu * f_n / wp.sqrt(wp.dot(vt, vt) + friction_eps * friction_eps)
     force = n * f_n - vt * c_t  # on body 0 at x; its opposite on body 1
     damping_n = dt * (b_n + dt * k_n)
-    if a0 >= 0:
-        side_forces(art_dof_start, art_mat_start, slot_end, dof_slot, body_slot, art_ref, dof_S, a0, b0, b1, x, n,
-                    force, damping_n, dt * c_t, tau, H)
-    if a1 >= 0 and a1 != a0:
-        side_forces(art_dof_start, art_mat_start, slot_end, dof_slot, body_slot, art_ref, dof_S, a1, b0, b1, x, n,
-                    force, damping_n, dt * c_t, tau, H)
+    damping_t = dt * c_t
+    for k2 in range(first, end):  # tau += J^T force, H += damping_n J_n^T J_n + damping_t J_t^T J_t
+        a2 = wp.where(k2 == 0, a0, a1)
+        e0 = art_dof_start[a2]
+        ne = art_dof_start[a2 + 1] - e0
+        n0 = art_mat_start[a2]
+        r2 = x - art_ref[a2]
+        for ri in range(ne):
+            col_r = contact_column(slot_end, dof_slot, body_slot, dof_S, e0 + ri, b0, b1, r2)
+            wp.atomic_add(tau, e0 + ri, wp.dot(col_r, force))
+            jn_r = wp.dot(n, col_r)
+            for ci in range(ne):
+                col_c = contact_column(slot_end, dof_slot, body_slot, dof_S, e0 + ci, b0, b1, r2)
+                jn_c = wp.dot(n, col_c)
+                wp.atomic_add(H, n0 + ri * ne + ci,
+                              damping_n * jn_r * jn_c + damping_t * (wp.dot(col_r, col_c) - jn_r * jn_c))
     if a0 >= 0:
         com0 = wp.transform_point(body_X[b0], body_com[b0])
         wp.atomic_add(body_f, b0, wrench_weight * wp.spatial_vector(force, wp.cross(x - com0, force)))

@@ -7,7 +7,12 @@ once, and every sum is accumulated with ``wp.atomic_add`` into a scratch array o
 reverse pass replays a dynamic loop's body per iteration, so a local variable carried from one
 iteration to the next would not be differentiated; an atomic add into an element that is read only
 after its last add is). The scratch arrays must be zero when a kernel starts; they belong to the
-step's output state, like the factors.
+step's output state, like the factors. (The same holds for the solver's tree walks: a child reads what
+its parent's iteration wrote. ``wp.config.verify_autograd_array_access`` reports such arrays as
+"written to after it has been read from within the same kernel"; that static check cannot see that
+the entries differ, and the gradient tests check the adjoints against finite differences. Sums are
+written inline in the kernels, not in ``wp.func``s: Warp replays a function call in the reverse pass,
+and an atomic add inside it would add twice.)
 
 Left-looking (Cholesky-Crout) order: column j of L needs only the columns before it. A pivot that is
 not positive (a matrix that is not positive definite) gives NaN, which the solver's finite checks name.

@@ -21,7 +21,7 @@ import pytest
 import warp as wp
 
 from conftest import DEVICE
-from gradcheck import Input, TapeProblem, check_gradient
+from gradcheck import Input, TapeProblem, TorchProblem, check_gradient
 
 import inertia
 from test_featherstone_models import a1_builder, kuka_builder
@@ -264,3 +264,71 @@ def test_gradients_of_the_a1_standing_on_its_feet(verify_access):
         Input("base", h=2e-4, mask=position), Input("angles", h=1e-3, mask=angles),
         Input("joint_target_pos", h=1e-3, mask=driven.astype(np.float64)),
         Input("body_mass", h=5e-2, relative=True, mask=dynamic)], seed=24)
+
+
+# ----------------------------------------------------------------------------- Rollout + torch
+def check_torch(name, run, inputs: dict, steps: list, seed: int):
+    return check_gradient(name, TorchProblem(run, inputs), steps, seed=seed)
+
+
+def test_rollout_gradients_of_the_driven_kuka(verify_access):
+    """inertia.Rollout (checkpointed, graph replay) + inertia.body_poses: a hand loss and a trajectory loss;
+    gradients with respect to the initial joint state, per-frame targets and efforts, armature, damping,
+    drive damping and link masses."""
+    torch = pytest.importorskip("torch")
+    b = kuka_builder()
+    for d in range(7):
+        b.joint_target_ke[d], b.joint_target_kd[d] = 100.0, 5.0
+    model = b.finalize(device=DEVICE)
+    T = 8
+    ro = inertia.Rollout(model, inertia.FeatherstoneSolver(model), T, 0.02, 10, checkpoint_every=3,
+                         params=("joint_armature", "joint_damping", "joint_target_kd", "body_mass"))
+    hand = model.body_label.index("lbr_iiwa_link_7")
+    rng = np.random.default_rng(5)
+    w = torch.tensor(rng.uniform(-1, 1, (T + 1, 7)), dtype=torch.float32)
+    goal = torch.tensor([0.3, 0.2, 0.8])
+
+    def run(x):
+        out = ro(joint_q0=x["joint_q0"], joint_qd0=x["joint_qd0"], joint_target_pos=x["targets"], joint_f=x["efforts"],
+                 params={"joint_armature": x["armature"], "joint_damping": x["damping"], "joint_target_kd": x["kd"],
+                         "body_mass": x["mass"]})
+        poses = inertia.body_poses(model, out.joint_q)  # the same poses as out.body_q, through torch
+        return (poses[-1, hand, :3] - goal).square().sum() + 0.1 * (w * out.joint_q).sum() / T
+
+    inputs = {"joint_q0": torch.tensor([0.4, 0.8, -0.3, -1.0, 0.5, 0.7, 0.2]),
+              "joint_qd0": torch.tensor(rng.uniform(-0.5, 0.5, 7), dtype=torch.float32),
+              "targets": torch.tensor(rng.uniform(-0.5, 0.5, (T, 7)), dtype=torch.float32),
+              "efforts": torch.tensor(rng.uniform(-2, 2, (T, 7)), dtype=torch.float32),
+              "armature": torch.full((7,), 0.05), "damping": torch.full((7,), 0.5), "kd": torch.full((7,), 5.0),
+              "mass": torch.tensor(model.body_mass.numpy())}
+    dynamic = (model.body_inv_mass.numpy() > 0).astype(np.float64)
+    check_torch("rollout kuka", run, inputs, [
+        Input("joint_q0", h=1e-2), Input("joint_qd0", h=1e-1), Input("targets", h=1e-2), Input("efforts", h=1e-1),
+        Input("armature", h=3e-2, relative=True), Input("damping", h=3e-2, relative=True),
+        Input("kd", h=3e-2, relative=True), Input("mass", h=1e-2, relative=True, mask=dynamic)], seed=25)
+
+
+def test_rollout_gradients_of_the_a1_free_base(verify_access):
+    """A rollout of the standing A1 (free base, four foot contacts): its initial base position and joint
+    angles, drive targets and masses."""
+    torch = pytest.importorskip("torch")
+    r, driven = settled_a1()
+    model = r.model
+    model.requires_grad = False
+    T = 6
+    ro = inertia.Rollout(model, r.solver, T, 0.005, 5, params=("body_mass",))
+    q0 = torch.tensor(r.states[0].joint_q.numpy())
+    target = torch.tensor(r.control.joint_target_pos.numpy()).repeat(T, 1)
+    w = torch.tensor(np.random.default_rng(6).uniform(-1, 1, (model.body_count, 3)), dtype=torch.float32)
+
+    def run(x):
+        q = torch.cat([x["base"], q0[3:7], x["angles"]])
+        out = ro(joint_q0=q, joint_target_pos=x["targets"], params={"body_mass": x["mass"]})
+        return (w * out.body_q[-1, :, :3]).sum() + out.joint_q[-1, 7:].sum()
+
+    inputs = {"base": q0[:3].clone(), "angles": q0[7:].clone(), "targets": target,
+              "mass": torch.tensor(model.body_mass.numpy())}
+    dynamic = (model.body_inv_mass.numpy() > 0).astype(np.float64)
+    check_torch("rollout a1", run, inputs, [
+        Input("base", h=2e-4), Input("angles", h=1e-3), Input("targets", h=1e-3, mask=driven[None, :]),
+        Input("mass", h=5e-2, relative=True, mask=dynamic)], seed=26)

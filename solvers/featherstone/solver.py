@@ -38,7 +38,6 @@ import numbers
 
 import warp as wp
 
-from ...kinematics import eval_ik  # noqa: F401  (documented alternative for users)
 from ..solver import SolverBase
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg

@@ -116,7 +116,6 @@ class Topology:
         art_mat_start = np.concatenate([[0], np.cumsum(n_art * n_art)]).astype(np.int64)
         self.matrix_size = int(art_mat_start[-1])
         self.max_dofs = int(n_art.max()) if len(n_art) else 0
-        self.dof_art = np.repeat(np.arange(len(roots)), n_art)
 
         # every degree of freedom must move some mass (or carry armature): else M is singular
         mass = model.body_mass.numpy()

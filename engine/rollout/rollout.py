@@ -35,8 +35,8 @@ import torch
 import warp as wp
 
 from ..collision.particle_particle import particle_cell_list
-from ..types import JOINT_BALL, JOINT_FREE
 from ..diagnostics import NonFiniteError, first_nonfinite
+from ..types import JOINT_BALL, JOINT_FREE
 from .layout import Layout
 from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
 from .sizing import RolloutSizing

@@ -20,8 +20,8 @@ from .io.urdf import UrdfError
 from .kinematics import eval_fk, eval_ik
 from .model import Model
 from .rollout.params import DIFFERENTIABLE_PARAMS
-from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
 from .simulator import Simulator
+from .solvers import FeatherstoneSolver, SemiImplicitSolver, SolverBase, XPBDSolver
 from .state import Control, State
 
 __version__ = "0.1.0"
@@ -32,6 +32,10 @@ def __getattr__(name):
         from .rollout.rollout import Rollout
 
         return Rollout
+    if name == "body_poses":  # torch
+        from .rollout.kinematics_torch import body_poses
+
+        return body_poses
     if name == "UsdRecorder":  # pxr takes a moment to import
         from .io.recorder import UsdRecorder
 
@@ -55,6 +59,7 @@ __all__ = [
     "StabilityWarning",
     "SemiImplicitSolver",
     "XPBDSolver",
+    "FeatherstoneSolver",
     "SolverBase",
     "Rollout",
     "Simulator",
@@ -63,6 +68,7 @@ __all__ = [
     "lame_from_young",
     "eval_fk",
     "eval_ik",
+    "body_poses",
     "UsdRecorder",
     "UrdfError",
     "MjcfError",

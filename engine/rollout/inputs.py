@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 # the argument names users pass for each state array
-STATE_ARGS = {"particle_q": "q0", "particle_qd": "qd0", "body_q": "body_q0", "body_qd": "body_qd0"}
+STATE_ARGS = {"particle_q": "q0", "particle_qd": "qd0", "body_q": "body_q0", "body_qd": "body_qd0",
+              "joint_q": "joint_q0", "joint_qd": "joint_qd0"}
 
 
 def as_input(name: str, t, shape: tuple, device: torch.device) -> torch.Tensor:

@@ -54,15 +54,20 @@ def _layout(specs) -> tuple:
 class Layout:
     """The packed state and control rows of one model."""
 
-    # state arrays in row order (what a step reads of its input state: inertia.schema.STATE_CHECKPOINT), the
-    # velocities among them (reported with the velocities in grad_norms), and every control array
+    # state arrays in row order (what a step reads of its input state: inertia.schema.STATE_CHECKPOINT, or
+    # a solver's ``state_inputs``), the velocities among them (reported with the velocities in grad_norms),
+    # and every control array
     STATE = tuple((f.name, f.dtype, _width(f.dtype)) for f in STATE_FIELDS if f.name in STATE_CHECKPOINT)
-    VELOCITIES = STATE_VELOCITIES
+    VELOCITIES = STATE_VELOCITIES + ("joint_qd",)
     CONTROL = tuple((f.name, f.dtype, _width(f.dtype)) for f in CONTROL_FIELDS)
     CONTROL_NAMES = tuple(c[0] for c in CONTROL)
 
-    def __init__(self, model):
-        self.state, self.state_size = _layout((n, d, w, model.count(STATE[n].entity)) for n, d, w in self.STATE)
+    def __init__(self, model, state_inputs=None):
+        """``state_inputs``: the State arrays a step reads (default ``STATE_CHECKPOINT``; the
+        FeatherstoneSolver adds the joint coordinates), packed in schema order."""
+        names = STATE_CHECKPOINT if state_inputs is None else tuple(state_inputs)
+        specs = tuple((f.name, f.dtype, _width(f.dtype)) for f in STATE_FIELDS if f.name in names)
+        self.state, self.state_size = _layout((n, d, w, model.count(STATE[n].entity)) for n, d, w in specs)
         self.control, self.control_size = _layout(
             (n, d, w, model.count(CONTROL[n].entity)) for n, d, w in self.CONTROL)
         self.state_names = tuple(f.name for f in self.state)

@@ -36,6 +36,7 @@ import torch
 import warp as wp
 
 from ..diagnostics import NonFiniteError, first_nonfinite
+from ..types import JOINT_BALL, JOINT_FREE
 from .layout import Layout
 from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
 from .sizing import RolloutSizing
@@ -120,7 +121,11 @@ class Rollout(RolloutSizing):
         if output not in ("trajectory", "final"):
             raise ValueError(f"output must be 'trajectory' or 'final', got {output!r}")
         self.model, self.solver = model, solver
-        self.layout = Layout(model)
+        # a solver in joint coordinates (FeatherstoneSolver) reads joint_q / joint_qd of its input state and
+        # places the jointed bodies from them (sync_bodies): a rollout checkpoints those too, and syncs the
+        # bodies of a segment's first state (under the tape: a pose's gradient then reaches the coordinates)
+        self.layout = Layout(model, getattr(solver, "state_inputs", None))
+        self._sync_bodies = getattr(solver, "sync_bodies", None)
         self.world_views = None
         if batched:
             from .worlds import WorldViews
@@ -154,6 +159,11 @@ class Rollout(RolloutSizing):
         for name in self.param_names:
             if name not in allowed:
                 raise ValueError(f"cannot differentiate with respect to {name!r}; choose from {allowed}")
+        ignored = getattr(solver, "unused_params", ())
+        unused = [n for n in self.param_names if all(w in ignored for w in warp_param_names((n,)))]
+        if unused:
+            raise ValueError(f"{type(solver).__name__} does not read {unused[0]!r}: its gradient would be zero "
+                             f"(parameters it ignores: {list(solver.unused_params)})")
         for name in warp_param_names(self.param_names):
             a = getattr(model, name)
             if not a.requires_grad:
@@ -174,13 +184,37 @@ class Rollout(RolloutSizing):
         self._seg_states = None  # allocated at the first backward pass, then reused
         self.last_contact_peak = None  # largest contact counts of the last forward pass
 
+    def initial_joint_state(self) -> dict:
+        """``{"joint_q", "joint_qd"}``: the model's initial joint coordinates (the default joint_q0 / joint_qd0)."""
+        if getattr(self, "_initial_joints", None) is None:
+            s = self.model.state(requires_grad=False)
+            self._initial_joints = {"joint_q": s.joint_q, "joint_qd": s.joint_qd}
+            # ball and free joints: where their quaternions sit in joint_q
+            types, starts = self.model.joint_type.numpy(), self.model.joint_q_start.numpy()
+            self._quat_rows = [int(starts[j]) + (3 if t == JOINT_FREE else 0) for j, t in enumerate(types)
+                               if t in (JOINT_BALL, JOINT_FREE)]
+        return self._initial_joints
+
+    def check_joint_quaternions(self, joint_q: torch.Tensor) -> None:
+        """Refuse joint_q0 whose ball or free joint quaternions are far from unit length (a host read)."""
+        self.initial_joint_state()
+        if not self._quat_rows:
+            return
+        rows = torch.as_tensor(self._quat_rows, device=joint_q.device)
+        idx = rows[:, None] + torch.arange(4, device=joint_q.device)
+        norms = torch.linalg.norm(joint_q.detach()[..., idx], dim=-1)
+        if bool(((norms - 1.0).abs() > 1e-2).any()):
+            raise ValueError("joint_q0 quaternions of ball and free joints must have unit length (x, y, z, w); "
+                             "normalize them")
+
     def _point_control(self, control, row) -> None:
         for name, view in Layout.views(self.layout.control, row).items():
             setattr(control, name, view)
 
     # ------------------------------------------------------------------ torch
     def __call__(self, q0=None, qd0=None, particle_f=None, params=None, *, body_q0=None, body_qd0=None,
-                 body_f=None, joint_target_pos=None, joint_target_vel=None, joint_f=None):
+                 body_f=None, joint_target_pos=None, joint_target_vel=None, joint_f=None, joint_q0=None,
+                 joint_qd0=None):
         """Run the rollout on torch tensors; differentiable with ``loss.backward()``.
 
         Args:
@@ -201,13 +235,20 @@ class Rollout(RolloutSizing):
                 torque [N m], world).
             joint_target_pos, joint_target_vel, joint_f: drive targets and efforts per
                 frame and joint degree of freedom, ``(T, model.joint_dof_count)``.
+            joint_q0, joint_qd0: initial joint coordinates ``(model.joint_coord_count,)`` and rates
+                ``(model.joint_dof_count,)`` (layout in :mod:`inertia.builder.bodies`), for a solver in
+                joint coordinates (:class:`inertia.FeatherstoneSolver`); default: the model's initial
+                state's. The jointed bodies' poses and velocities then follow from them (their entries of
+                ``body_q0`` / ``body_qd0`` are not read: those set free and kinematic bodies only).
 
         Returns:
             For a model without bodies ``(q, qd)``: ``(T + 1, N, 3)`` tensors
             (``output="trajectory"``) or ``(N, 3)`` (``output="final"``). For a model
             with bodies a :class:`inertia.rollout.torch_bridge.RolloutResult` with
             ``particle_q``, ``particle_qd`` (None without particles), ``body_q``
-            ``(T + 1, B, 7)`` and ``body_qd`` ``(T + 1, B, 6)``. Float32, on the
+            ``(T + 1, B, 7)`` and ``body_qd`` ``(T + 1, B, 6)``, and with a solver in joint
+            coordinates ``joint_q`` ``(T + 1, model.joint_coord_count)`` and ``joint_qd``
+            ``(T + 1, model.joint_dof_count)`` (None otherwise). Float32, on the
             model's device. With ``batched=True`` every entity dimension above (N, B, D)
             is ``(num_worlds, per_world)`` instead, in inputs and outputs alike.
         """
@@ -215,8 +256,8 @@ class Rollout(RolloutSizing):
 
         controls = {"particle_f": particle_f, "body_f": body_f, "joint_target_pos": joint_target_pos,
                     "joint_target_vel": joint_target_vel, "joint_f": joint_f}
-        return run_rollout(self, {"particle_q": q0, "particle_qd": qd0, "body_q": body_q0, "body_qd": body_qd0},
-                           controls, params)
+        return run_rollout(self, {"particle_q": q0, "particle_qd": qd0, "body_q": body_q0, "body_qd": body_qd0,
+                                  "joint_q": joint_q0, "joint_qd": joint_qd0}, controls, params)
 
     def step(self, q=None, qd=None, particle_f=None, params=None, **bodies):
         """One frame from the given state under one frame's controls: the closed-loop building block.
@@ -273,6 +314,8 @@ class Rollout(RolloutSizing):
 
         a, b = self._fwd
         self.layout.copy_state_in(a, _wp(x0))
+        if self._sync_bodies is not None:
+            self._sync_bodies(a)  # the jointed bodies where the initial joint coordinates put them
         if self.output == "trajectory":
             self.layout.copy_state_out(traj_w[0], a)
         self.solver.step_count = 0
@@ -392,6 +435,10 @@ class Rollout(RolloutSizing):
                 if per_step:
                     tape = wp.Tape()
                 with tape:
+                    if j == 0 and self._sync_bodies is not None:
+                        # the same poses the checkpoint holds; recorded so that their adjoint (the output's,
+                        # seeded at this frame) reaches the joint coordinates
+                        self._sync_bodies(states[0])
                     model.collide(states[j], contacts[j], check_overflow=False, record_history=False)
                     solver.step(states[j], states[j + 1], control, contacts[j], self.dt)
                 if per_step or not tapes:

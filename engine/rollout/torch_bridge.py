@@ -30,6 +30,7 @@ are torch operations, so gradients reach each named input and output.
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 
 import torch
@@ -40,12 +41,15 @@ from .layout import Layout
 from ..schema import MODEL
 from .params import PARAM_ALIASES
 
-RolloutResult = namedtuple("RolloutResult", "particle_q particle_qd body_q body_qd")
+RolloutResult = namedtuple("RolloutResult", "particle_q particle_qd body_q body_qd joint_q joint_qd",
+                           defaults=(None, None))
 RolloutResult.__doc__ = """States of a rollout of a model with bodies: each ``(T + 1, count, width)`` (or one frame).
 
 ``particle_q`` / ``particle_qd`` are None for a model without particles; ``body_q`` is
 ``(..., B, 7)`` (position, quaternion (x, y, z, w)), ``body_qd`` ``(..., B, 6)`` (v of the com,
-omega; world). With ``Rollout(..., batched=True)`` each count is ``num_worlds, per_world``."""
+omega; world); ``joint_q`` ``(..., joint_coord_count)`` and ``joint_qd`` ``(..., joint_dof_count)``
+with a solver in joint coordinates (FeatherstoneSolver), else None. With ``Rollout(..., batched=True)``
+each count is ``num_worlds, per_world``."""
 
 class _RolloutFunction(torch.autograd.Function):
     @staticmethod
@@ -140,8 +144,20 @@ def run_rollout(rollout, states: dict, controls: dict, params):
     views = rollout.world_views  # batched=True: leading world dimensions, reshaped to the flat layout here
     for name, t in states.items():
         if t is not None and name not in layout.state_names:
+            if name.startswith("joint"):
+                raise ValueError(f"{_STATE_ARGS[name]} was given but {type(rollout.solver).__name__} does not "
+                                 "integrate joint coordinates (the FeatherstoneSolver does)"
+                                 + ("" if rollout.model.joint_count else "; the model has no joints"))
             raise ValueError(f"{_STATE_ARGS[name]} was given but the model has no "
                              f"{'bodies' if name.startswith('body') else 'particles'}")
+    if "joint_q" in layout.state_names and rollout.model.joint_count:
+        for name in ("body_q", "body_qd"):
+            t = states.get(name)
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                warnings.warn(f"{_STATE_ARGS[name]} requires grad, but with {type(rollout.solver).__name__} the "
+                              f"jointed bodies follow joint_q0 / joint_qd0: their entries of {_STATE_ARGS[name]} are "
+                              "not read and get a zero gradient (pass joint_q0 / joint_qd0)", RuntimeWarning,
+                              stacklevel=3)
     for name, t in controls.items():
         if t is not None and name not in layout.control_names:
             raise ValueError(f"{name} was given but the model has no "
@@ -152,8 +168,12 @@ def run_rollout(rollout, states: dict, controls: dict, params):
     for f in layout.state:
         t = states.get(f.name)
         if t is None:
-            t = wp.to_torch(getattr(model, f.name)).detach().clone().reshape(f.shape())
+            # the model's initial state (its joint coordinates computed from the initial poses)
+            source = rollout.initial_joint_state()[f.name] if f.name.startswith("joint") else getattr(model, f.name)
+            t = wp.to_torch(source).detach().clone().reshape(f.shape())
         t = _as_input(_STATE_ARGS[f.name], t, f.shape(), dev)
+        if f.name == "joint_q":
+            rollout.check_joint_quaternions(t)
         if f.name == "body_q" and bool(((torch.linalg.norm(t[:, 3:].detach(), dim=1) - 1.0).abs() > 1e-2).any()):
             # the first step normalizes them; far from unit length the input is a mistake, not rounding
             raise ValueError("body_q0 quaternions must have unit length (x, y, z, w); normalize them")
@@ -198,4 +218,5 @@ def run_rollout(rollout, states: dict, controls: dict, params):
         parts = views.unflatten_outputs(layout, parts)
     if model.body_count == 0:
         return parts["particle_q"], parts["particle_qd"]
-    return RolloutResult(parts.get("particle_q"), parts.get("particle_qd"), parts["body_q"], parts["body_qd"])
+    return RolloutResult(parts.get("particle_q"), parts.get("particle_qd"), parts["body_q"], parts["body_qd"],
+                         parts.get("joint_q"), parts.get("joint_qd"))

@@ -44,7 +44,7 @@ def entity_worlds(model) -> dict:
 
     Particles, bodies and static shapes carry their world; springs, triangles, edges and
     tetrahedra take the world of their particles (-2 when those disagree: an element that
-    joins two worlds), joint degrees of freedom the world of the joint's child body.
+    joins two worlds), joint coordinates and degrees of freedom the world of the joint's child body.
     """
     pw = _np(model.particle_world).astype(np.int64)
     bw = _np(model.body_world).astype(np.int64)
@@ -57,10 +57,13 @@ def entity_worlds(model) -> dict:
     qd_start = _np(model.joint_qd_start).astype(np.int64)
     joint_world = bw[_np(model.joint_child).astype(np.int64)] if model.joint_count else np.zeros(0, np.int64)
     dof_world = np.repeat(joint_world, np.diff(qd_start)) if model.joint_count else np.zeros(0, np.int64)
+    q_start = _np(model.joint_q_start).astype(np.int64)
+    coord_world = np.repeat(joint_world, np.diff(q_start)) if model.joint_count else np.zeros(0, np.int64)
     return {
         "particle": pw,
         "body": bw,
         "joint_dof": dof_world,
+        "joint_coord": coord_world,
         "shape": _np(model.shape_world).astype(np.int64),
         "spring": of_elements(model.spring_indices, model.spring_count),
         "triangle": of_elements(model.tri_indices, model.tri_count),

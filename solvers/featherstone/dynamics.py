@@ -1,0 +1,269 @@
+"""Joint-space dynamics: joint forces (implicit drives, damping, friction, limits), CRBA, RNEA, integration.
+
+The step solves, per articulation,
+
+    (M(q) + dt D) dqd = dt (tau(q, qd) - C(q, qd))          qd' = qd + dqd,   q' = q (+) dt qd'
+
+C: the bias forces by recursive Newton-Euler (gravity, Coriolis and centrifugal terms, external
+wrenches; :func:`forward_kinematics_kernel` then :func:`composite_kernel`); M: the mass matrix by
+composite rigid bodies plus armature. Forces that would be stiff explicitly enter through D, their
+derivative with respect to the new velocity (Tan et al. 2011, stable PD; MuJoCo's implicitfast does
+this for damping):
+
+- drive: ``tau = ke (q_target - q - dt qd') + kd (qd_target - qd')``: D += kd + dt ke, and the explicit
+  part ``ke (q_target - q - dt qd) + kd (qd_target - qd) + joint_f`` is clamped to
+  ``+-joint_effort_limit``; a clamped (saturated) drive acts as that constant effort (no D term);
+- passive damping ``-c qd'``: D += c;
+- Coulomb friction, smoothed: ``-mu qd' / sqrt(qd^2 + eps^2)``, the coefficient taken at the step's
+  start (so it is an implicit damping that tends to the Coulomb torque mu once sliding): D += mu /
+  sqrt(qd^2 + eps^2); a torque tau below mu only creeps, at eps r / sqrt(1 - r^2) with r = tau / mu;
+- limits (revolute, prismatic), a one-sided spring-damper while the predicted coordinate
+  ``q + dt qd`` is past the limit: ``tau = -ke (q + dt qd' - limit) - kd qd'``: D += kd + dt ke.
+
+Each term is stable for any gain and any dt (an implicit spring-damper dissipates); they are exact to
+first order in dt, like the rest of the step.
+"""
+
+import warp as wp
+
+from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .kinematics import dof_count, joint_frame_child, joint_frame_parent, joint_transform, joint_axis_of
+from .spatial import quat_exp
+
+
+@wp.kernel
+def joint_forces_kernel(
+    # Model:
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    joint_armature: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_friction: wp.array(dtype=float),
+    joint_effort_limit: wp.array(dtype=float),
+    slot_type: wp.array(dtype=wp.int32),
+    slot_q: wp.array(dtype=wp.int32),
+    dof_slot: wp.array(dtype=wp.int32),
+    dof_state: wp.array(dtype=wp.int32),
+    # Data in:
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    target_pos: wp.array(dtype=float),
+    target_vel: wp.array(dtype=float),
+    joint_f: wp.array(dtype=float),
+    # In:
+    friction_eps: float,
+    dt: float,
+    # Data out:
+    tau: wp.array(dtype=float),
+    diag: wp.array(dtype=float),
+):
+    """Per degree of freedom: the explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc)."""
+    d = wp.tid()
+    js = dof_state[d]
+    if js < 0:  # a virtual free joint: no joint forces
+        tau[d] = 0.0
+        diag[d] = 0.0
+        return
+    s = dof_slot[d]
+    t = slot_type[s]
+    v = qd[d]
+    fric = joint_friction[js] / wp.sqrt(v * v + friction_eps * friction_eps)
+    damping = joint_damping[js] + fric
+    explicit = joint_f[js] - damping * v
+    implicit = damping
+    lim = joint_effort_limit[js]
+    if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
+        x = q[slot_q[s]]
+        ke = joint_target_ke[js]
+        kd = joint_target_kd[js]
+        effort = ke * (target_pos[js] - x - dt * v) + kd * (target_vel[js] - v) + joint_f[js]
+        if wp.abs(effort) > lim:  # saturated: a constant effort for this step
+            explicit = explicit - joint_f[js] + wp.clamp(effort, -lim, lim)
+        else:
+            explicit = explicit - joint_f[js] + effort
+            implicit = implicit + kd + dt * ke
+        predicted = x + dt * v
+        lke = joint_limit_ke[js]
+        lkd = joint_limit_kd[js]
+        upper = joint_limit_upper[js]
+        lower = joint_limit_lower[js]
+        if predicted > upper:
+            explicit = explicit - lke * (predicted - upper) - lkd * v
+            implicit = implicit + lkd + dt * lke
+        elif predicted < lower:
+            explicit = explicit - lke * (predicted - lower) - lkd * v
+            implicit = implicit + lkd + dt * lke
+    else:
+        explicit = explicit - joint_f[js] + wp.clamp(joint_f[js], -lim, lim)
+    tau[d] = explicit
+    diag[d] = joint_armature[js] + dt * implicit
+
+
+@wp.kernel
+def composite_kernel(
+    # Model:
+    art_slot_start: wp.array(dtype=wp.int32),
+    art_dof_start: wp.array(dtype=wp.int32),
+    art_mat_start: wp.array(dtype=wp.int32),
+    slot_type: wp.array(dtype=wp.int32),
+    slot_parent: wp.array(dtype=wp.int32),
+    slot_child: wp.array(dtype=wp.int32),
+    slot_qd: wp.array(dtype=wp.int32),
+    slot_end: wp.array(dtype=wp.int32),
+    dof_slot: wp.array(dtype=wp.int32),
+    # Data in:
+    body_I: wp.array(dtype=wp.spatial_matrix),
+    body_fb: wp.array(dtype=wp.spatial_vector),
+    dof_S: wp.array(dtype=wp.spatial_vector),
+    diag: wp.array(dtype=float),
+    # In:
+    with_contacts: int,
+    # Data out:
+    body_Ic: wp.array(dtype=wp.spatial_matrix),  # zero on entry
+    body_fsub: wp.array(dtype=wp.spatial_vector),  # zero on entry
+    bias: wp.array(dtype=float),
+    H0: wp.array(dtype=float),
+    H: wp.array(dtype=float),
+):
+    """Composite inertias and subtree forces (leaves to root), the bias forces C = S^T f and
+    H0 = M + diag (CRBA: M_rc = S_c . Ic_r S_r where c's joint is r's or an ancestor's); H = H0 too
+    when ``with_contacts`` (the contacts add to H, and their effective masses come from H0)."""
+    a = wp.tid()
+    s0 = art_slot_start[a]
+    s1 = art_slot_start[a + 1]
+    for s in range(s0, s1):
+        c = slot_child[s]
+        wp.atomic_add(body_Ic, c, body_I[c])
+        wp.atomic_add(body_fsub, c, body_fb[c])
+    for i in range(s1 - s0):
+        sr = s1 - 1 - i
+        cr = slot_child[sr]
+        pr = slot_parent[sr]
+        if pr >= 0:
+            wp.atomic_add(body_Ic, pr, body_Ic[cr])
+            wp.atomic_add(body_fsub, pr, body_fsub[cr])
+        ds = slot_qd[sr]
+        for k in range(dof_count(slot_type[sr])):
+            bias[ds + k] = wp.dot(dof_S[ds + k], body_fsub[cr])
+    d0 = art_dof_start[a]
+    n = art_dof_start[a + 1] - d0
+    m0 = art_mat_start[a]
+    for r in range(n):
+        row_slot = dof_slot[d0 + r]
+        F = body_Ic[slot_child[row_slot]] * dof_S[d0 + r]
+        for cc in range(r + 1):
+            col_slot = dof_slot[d0 + cc]
+            entry = float(0.0)
+            if row_slot < slot_end[col_slot]:  # the column's joint is the row's or an ancestor's
+                entry = wp.dot(dof_S[d0 + cc], F)
+            h = entry + wp.where(cc == r, diag[d0 + r], 0.0)
+            H0[m0 + r * n + cc] = h
+            H0[m0 + cc * n + r] = h
+            if with_contacts != 0:
+                H[m0 + r * n + cc] = h
+                H[m0 + cc * n + r] = h
+
+
+@wp.kernel
+def advance_kernel(
+    # Model:
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_velocity_limit: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    slot_joint: wp.array(dtype=wp.int32),
+    slot_type: wp.array(dtype=wp.int32),
+    slot_child: wp.array(dtype=wp.int32),
+    slot_q: wp.array(dtype=wp.int32),
+    slot_qd: wp.array(dtype=wp.int32),
+    dof_state: wp.array(dtype=wp.int32),
+    # Data in:
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    dv: wp.array(dtype=float),
+    u: wp.array(dtype=float),
+    # In:
+    h_v: float,
+    h_q: float,
+    use_new_velocity: int,
+    clamp_velocity: int,
+    # Data out:
+    q_next: wp.array(dtype=float),
+    qd_next: wp.array(dtype=float),
+):
+    """qd' = qd + h_v dv (clamped to the velocity limit if asked), q' = q (+) h_q w with w = qd' (semi-implicit
+    Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
+
+    (+) per joint type: revolute and prismatic add; ball: q' = exp(h_q w) q (w in the parent joint frame),
+    normalized; free: the centre of mass moves by h_q v, the body turns by exp(h_q w) about it (world),
+    and q' is the new child joint frame.
+    """
+    s = wp.tid()
+    t = slot_type[s]
+    qs = slot_q[s]
+    ds = slot_qd[s]
+    nd = dof_count(t)
+    for k in range(6):
+        if k < nd:
+            v = qd[ds + k] + h_v * dv[ds + k]
+            js = dof_state[ds + k]
+            if js >= 0 and clamp_velocity != 0:
+                lim = joint_velocity_limit[js]
+                v = wp.clamp(v, -lim, lim)
+            qd_next[ds + k] = v
+    w0 = wp.where(use_new_velocity != 0, qd_next[ds], u[ds])
+    if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
+        q_next[qs] = q[qs] + h_q * w0
+    elif t == JOINT_BALL:
+        w = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
+                    wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
+        r = wp.normalize(quat_exp(w * h_q) * wp.quat(q[qs], q[qs + 1], q[qs + 2], q[qs + 3]))
+        for k2 in range(4):
+            q_next[qs + k2] = r[k2]
+    elif t == JOINT_FREE:
+        j = slot_joint[s]
+        c = slot_child[s]
+        X_p = joint_frame_parent(joint_X_p, j)
+        X_c = joint_frame_child(joint_X_c, j)
+        body = X_p * joint_transform(t, joint_axis_of(joint_axis, j), q, qs) * wp.transform_inverse(X_c)
+        vel = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
+                      wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
+        w3 = wp.vec3(wp.where(use_new_velocity != 0, qd_next[ds + 3], u[ds + 3]),
+                     wp.where(use_new_velocity != 0, qd_next[ds + 4], u[ds + 4]),
+                     wp.where(use_new_velocity != 0, qd_next[ds + 5], u[ds + 5]))
+        com = wp.transform_point(body, body_com[c]) + h_q * vel
+        rot = wp.normalize(quat_exp(w3 * h_q) * wp.transform_get_rotation(body))
+        body_next = wp.transform(com - wp.quat_rotate(rot, body_com[c]), rot)
+        X = wp.transform_inverse(X_p) * body_next * X_c
+        p = wp.transform_get_translation(X)
+        r2 = wp.transform_get_rotation(X)
+        for k3 in range(3):
+            q_next[qs + k3] = p[k3]
+        for k4 in range(4):
+            q_next[qs + 3 + k4] = r2[k4]
+
+
+@wp.kernel
+def rk4_combine_kernel(
+    # Data in:
+    v1: wp.array(dtype=float),
+    v2: wp.array(dtype=float),
+    v3: wp.array(dtype=float),
+    v4: wp.array(dtype=float),
+    a1: wp.array(dtype=float),
+    a2: wp.array(dtype=float),
+    a3: wp.array(dtype=float),
+    a4: wp.array(dtype=float),
+    # Data out:
+    u: wp.array(dtype=float),
+    dv: wp.array(dtype=float),
+):
+    """RK4's weighted rates: u = (v1 + 2 v2 + 2 v3 + v4) / 6 for the positions, dv the same of the accelerations."""
+    d = wp.tid()
+    u[d] = (v1[d] + 2.0 * v2[d] + 2.0 * v3[d] + v4[d]) / 6.0
+    dv[d] = (a1[d] + 2.0 * a2[d] + 2.0 * a3[d] + a4[d]) / 6.0

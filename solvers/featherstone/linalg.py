@@ -1,0 +1,89 @@
+"""Dense per-articulation Cholesky factor and solve, one thread per articulation, differentiable by ``wp.Tape``.
+
+Each articulation's matrix is a dense ``n x n`` row-major block at ``art_mat_start[a]`` of a flat array,
+its vectors a block of ``n`` at ``art_dof_start[a]``. The kernels are written so that Warp's own adjoints
+are exact (``wp.Tape`` differentiates them, no hand-written backward): every array element is written
+once, and every sum is accumulated with ``wp.atomic_add`` into a scratch array of the step (Warp's
+reverse pass replays a dynamic loop's body per iteration, so a local variable carried from one
+iteration to the next would not be differentiated; an atomic add into an element that is read only
+after its last add is). The scratch arrays must be zero when a kernel starts; they belong to the
+step's output state, like the factors. (The same holds for the solver's tree walks: a child reads what
+its parent's iteration wrote. ``wp.config.verify_autograd_array_access`` reports such arrays as
+"written to after it has been read from within the same kernel"; that static check cannot see that
+the entries differ, and the gradient tests check the adjoints against finite differences. Sums are
+written inline in the kernels, not in ``wp.func``s: Warp replays a function call in the reverse pass,
+and an atomic add inside it would add twice.)
+
+Left-looking (Cholesky-Crout) order: column j of L needs only the columns before it. A pivot that is
+not positive (a matrix that is not positive definite) gives NaN, which the solver's finite checks name.
+"""
+
+import warp as wp
+
+
+@wp.kernel
+def cholesky_kernel(
+    # Model:
+    art_dof_start: wp.array(dtype=wp.int32),
+    art_mat_start: wp.array(dtype=wp.int32),
+    # Data in:
+    A: wp.array(dtype=float),
+    # Data out:
+    partial: wp.array(dtype=float),  # zero on entry: sum_k L[i, k] L[j, k] per entry
+    L: wp.array(dtype=float),  # its upper triangle stays as it was (zero)
+):
+    a = wp.tid()
+    n = art_dof_start[a + 1] - art_dof_start[a]
+    m0 = art_mat_start[a]
+    for j in range(n):
+        jj = m0 + j * n + j
+        for k in range(j):
+            wp.atomic_add(partial, jj, L[m0 + j * n + k] * L[m0 + j * n + k])
+        L[jj] = wp.sqrt(A[jj] - partial[jj])
+        for i in range(j + 1, n):
+            ij = m0 + i * n + j
+            for k2 in range(j):
+                wp.atomic_add(partial, ij, L[m0 + i * n + k2] * L[m0 + j * n + k2])
+            L[ij] = (A[ij] - partial[ij]) / L[jj]
+
+
+@wp.kernel
+def cholesky_solve_kernel(
+    # Model:
+    art_dof_start: wp.array(dtype=wp.int32),
+    art_mat_start: wp.array(dtype=wp.int32),
+    # Data in:
+    L: wp.array(dtype=float),
+    b_joint: wp.array(dtype=float),
+    b_contact: wp.array(dtype=float),
+    b_bias: wp.array(dtype=float),
+    # In:
+    dt: float,
+    # Data out:
+    partial_y: wp.array(dtype=float),  # zero on entry
+    y: wp.array(dtype=float),
+    partial_x: wp.array(dtype=float),  # zero on entry
+    x: wp.array(dtype=float),
+):
+    """x = (L L^T)^-1 b with b = dt (b_joint + b_contact - b_bias): the velocity change of the step."""
+    a = wp.tid()
+    d0 = art_dof_start[a]
+    n = art_dof_start[a + 1] - d0
+    m0 = art_mat_start[a]
+    for i in range(n):
+        for k in range(i):
+            wp.atomic_add(partial_y, d0 + i, L[m0 + i * n + k] * y[d0 + k])
+        b = dt * (b_joint[d0 + i] + b_contact[d0 + i] - b_bias[d0 + i])
+        y[d0 + i] = (b - partial_y[d0 + i]) / L[m0 + i * n + i]
+    for ii in range(n):
+        i2 = n - 1 - ii
+        for k2 in range(i2 + 1, n):
+            wp.atomic_add(partial_x, d0 + i2, L[m0 + k2 * n + i2] * x[d0 + k2])
+        x[d0 + i2] = (y[d0 + i2] - partial_x[d0 + i2]) / L[m0 + i2 * n + i2]
+
+
+def factor(topology, A, partial, L) -> None:
+    """Stage: L with L L^T = A for every articulation (``partial`` must be zero)."""
+    wp.launch(cholesky_kernel, dim=topology.articulation_count,
+              inputs=[topology.art_dof_start, topology.art_mat_start, A], outputs=[partial, L],
+              device=A.device)

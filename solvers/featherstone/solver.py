@@ -1,0 +1,332 @@
+"""FeatherstoneSolver: articulated rigid bodies in joint coordinates, implicit joint forces, differentiable.
+
+One step, per articulation (one thread each; every world's trees are articulations of one model):
+
+    gather (q, qd) from state_in        State.joint_q / joint_qd; a free body's body_q / body_qd
+    forward kinematics                  poses, motion subspaces S, spatial inertias, twists, RNEA forward pass
+    joint forces                        drives, damping, friction, limits, effort clamp (explicit part, D)
+    composite rigid bodies              bias forces C = RNEA backward pass; H0 = M + armature + dt D
+    Cholesky of H0
+    contacts (if any)                   effective masses from H0's factor, forces, implicit terms into H
+    Cholesky of H, solve                H dqd = dt (tau - C)
+    integrate                           qd' = qd + dqd, q' from qd' (quaternions by the exponential map)
+    outputs                             State.joint_q / joint_qd, body_q / body_qd by forward kinematics
+
+Why the composite-rigid-body algorithm and a dense Cholesky per articulation rather than the O(n)
+articulated-body algorithm (ABA): the implicit terms make the solved matrix M + dt D + dt J^T K J,
+and the contact terms J^T K J are dense in the dofs of the touching chain, which ABA's recursion
+cannot absorb (it takes only diagonal joint-space terms); MuJoCo builds the same dense factor for
+the same reason. For robots (n = 7 to 30 dofs per tree) the O(n^3) factor is a few thousand flops,
+comparable to the O(n) recursions' constant factors, and it is one branch-free pattern for every
+tree: a batch of many worlds is one launch with one thread per articulation, each walking the same
+loop bounds. The contact effective masses need H0^-1 J^T, which the factor gives by one triangular
+solve per contact. And the factor is the natural thing to keep for the backward pass: ABA's
+intermediate articulated inertias would be as many per-body 6x6 matrices as there are bodies, to be
+stored per step all the same.
+
+Differentiable through ``wp.Tape``: every kernel writes each array element once (sums gather with
+atomic adds into scratch arrays, see :mod:`.linalg`), and everything a step computes lives in the
+StepData of its output state (:mod:`.step_data`), never in a solver-owned buffer, and ``state_in`` is
+never written. Capturable: ``step()`` allocates nothing after a state's first step as output (or after
+:meth:`FeatherstoneSolver.prepare_state`) and reads nothing back.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import warp as wp
+
+from ..solver import SolverBase
+from . import contacts as contact_stage
+from . import dynamics, kinematics, linalg
+from .step_data import StepData, step_data_bytes
+from .topology import Topology
+
+
+class FeatherstoneSolver(SolverBase):
+    """Joint-space (reduced-coordinate) dynamics of articulated rigid bodies; semi-implicit Euler.
+
+    ``State.joint_q`` / ``joint_qd`` are the integrated state of every body in a joint tree (revolute,
+    prismatic, ball, fixed and free joints; a revolute angle is not wrapped to [-pi, pi]); a dynamic
+    body that is the child of no joint is a free body (its ``body_q`` / ``body_qd`` are its coordinates).
+    Every step writes ``body_q`` / ``body_qd`` of the output state from its joint coordinates, so
+    collision detection, recorders and rollout outputs see the bodies as usual. A step reads
+    ``joint_q`` / ``joint_qd`` of its input state (and ``body_q`` / ``body_qd`` of free and kinematic
+    bodies), never the poses of jointed bodies: after editing ``joint_q`` of a state, call
+    :meth:`sync_bodies` so that collision detection sees the same poses.
+
+    Joint forces (per degree of freedom, :mod:`inertia.solvers.featherstone.dynamics`): PD drives
+    (``joint_target_ke`` / ``_kd`` to ``Control.joint_target_pos`` / ``_vel``, revolute and prismatic),
+    ``Control.joint_f``, ``joint_armature``, ``joint_damping`` and ``joint_friction`` (smoothed Coulomb),
+    limits (``joint_limit_*`` springs, one-sided), ``joint_effort_limit`` (clamps drive + effort) and
+    ``joint_velocity_limit`` (clamps the new rate). Drives, damping, friction and limits are implicit:
+    stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are mass-independent
+    spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
+    ``restitution`` and ``model.contact_smoothing`` are not used. Particles are not supported yet (a model
+    with particles is refused).
+
+    Args:
+        model: the :class:`inertia.Model`.
+        integrator: ``"euler"`` (default): semi-implicit Euler, first order, with the drives, damping,
+            friction, limits and contacts implicit (stable at any gain and dt; what robots with drives and
+            contacts want). Its Coriolis forces are explicit, so on long chaotic passive motion its energy
+            wanders, as MuJoCo's Euler does (the undamped Kuka of the tests gains 73 J in 10 s at dt 1 ms,
+            MuJoCo's Euler 63 J). ``"rk4"``: classic fourth-order Runge-Kutta with every force explicit
+            (four evaluations per step; for smooth, passive or softly driven motion, as MuJoCo's RK4: the
+            same Kuka keeps its energy to 5e-5 of its kinetic energy); stiff drives or contacts need dt well
+            below their time scale there.
+        contact_timeconst: time constant of a contact's normal spring-damper [s] (MuJoCo's solref[0]).
+            The default, 5 ms, sinks a body resting under its own weight by g tc^2 = 0.25 mm and matches
+            the stance of MuJoCo's default contact (solref 0.02 s, whose impedance solimp 0.9-0.95 makes
+            the constraint d / (1 - d) = 9-19 times stiffer than its spring: tests/test_featherstone.py
+            compares the A1's standing height). Any value is stable (implicit); at least ~2 dt resolves
+            the contact's motion instead of settling it within a step.
+        contact_dampratio: its damping ratio (1: critically damped, no bounce; MuJoCo's solref[1]).
+        friction_smoothing: slip speed eps [m/s] of the smoothed Coulomb friction of contacts
+            (None: ``model.friction_smoothing``); a tangential load below mu f_n creeps at
+            eps r / sqrt(1 - r^2), r its ratio to mu f_n.
+        joint_friction_smoothing: the same for ``joint_friction`` [rad/s or m/s].
+        check_finite: raise :class:`inertia.NonFiniteError` naming the first stage and step that
+            produced a NaN/inf (debugging; slow).
+    """
+
+    # what a step reads of its input state (what a rollout checkpoints and restores)
+    state_inputs = ("body_q", "body_qd", "joint_q", "joint_qd")
+    # differentiable model parameters the step does not read (a rollout refuses to differentiate them)
+    unused_params = ("body_inv_mass", "shape_material_ke", "shape_material_kd", "shape_material_restitution")
+
+    def __init__(self, model, integrator: str = "euler", contact_timeconst: float = 0.005,
+                 contact_dampratio: float = 1.0, friction_smoothing: float | None = None,
+                 joint_friction_smoothing: float = 1.0e-3, check_finite: bool = False):
+        super().__init__(model, check_finite)
+        if integrator not in ("euler", "rk4"):
+            raise ValueError(f"FeatherstoneSolver: integrator must be 'euler' or 'rk4', got {integrator!r}")
+        self.integrator = integrator
+        if model.particle_count:
+            raise ValueError(f"FeatherstoneSolver does not simulate particles yet; the model has "
+                             f"{model.particle_count} (use the SemiImplicitSolver or XPBDSolver for them)")
+        self.contact_timeconst = _positive(contact_timeconst, "contact_timeconst")
+        self.contact_dampratio = _positive(contact_dampratio, "contact_dampratio")
+        eps = model.friction_smoothing if friction_smoothing is None else friction_smoothing
+        self.friction_smoothing = _positive(eps, "friction_smoothing")
+        self.joint_friction_smoothing = _positive(joint_friction_smoothing, "joint_friction_smoothing")
+        self.topology = Topology(model)
+        dev = model.device
+        # inputs of a step taken without a Control (read only: never written)
+        self._zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=dev)
+        self._zero_wrenches = wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, device=dev)
+
+    # ------------------------------------------------------------------ per-state buffers
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+        """Bytes of the StepData every output state of a step carries (``rigid_contact_max``: its Contacts')."""
+        return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max)
+
+    @property
+    def _stages(self) -> int:
+        return 1 if self.integrator == "euler" else 4
+
+    def prepare_state(self, state, contacts=None) -> None:
+        """Allocate ``state``'s StepData now instead of at its first step as output (for ``contacts``)."""
+        self._step_data(state, contacts)
+
+    def _step_data(self, state, contacts) -> StepData:
+        model = self.model
+        rigid_max = contacts.rigid_contact_max if contacts is not None and model.body_count else 0
+        data = getattr(state, "_featherstone", None)
+        if (data is None or data.rigid_contact_max != rigid_max or data.requires_grad != state.requires_grad()
+                or data.stage_count != self._stages):
+            data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad())
+            state._featherstone = data
+        return data
+
+    # ------------------------------------------------------------------ state set-up
+    def sync_bodies(self, state) -> None:
+        """Set ``state.body_q`` / ``body_qd`` of every jointed body from ``state.joint_q`` / ``joint_qd``.
+
+        Differentiable (recorded on a running ``wp.Tape``): the gradient of the poses flows to the
+        joint coordinates. Its buffers belong to ``state``.
+        """
+        model, topo = self.model, self.topology
+        if topo.slot_count == 0:
+            return
+        buf = getattr(state, "_featherstone_sync", None)
+        if buf is None:
+            g = state.requires_grad()
+            with wp.ScopedDevice(model.device):
+                buf = (wp.zeros(max(topo.coord_count, 1), dtype=float, requires_grad=g),
+                       wp.zeros(max(topo.dof_count, 1), dtype=float, requires_grad=g),
+                       wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, requires_grad=g))
+            state._featherstone_sync = buf
+        q, qd, twist = buf
+        # only the model joints' coordinates: free bodies' are read from their own body_q / body_qd, which the
+        # body outputs leave alone (a state array read by one launch and written by a later one would be
+        # flagged by wp.config.verify_autograd_array_access)
+        dev = model.device
+        if topo.coord_count:
+            wp.launch(kinematics.gather_joints_kernel, dim=topo.coord_count, inputs=[topo.coord_state, state.joint_q],
+                      outputs=[q], device=dev)
+        if topo.dof_count:
+            wp.launch(kinematics.gather_joints_kernel, dim=topo.dof_count, inputs=[topo.dof_state, state.joint_qd],
+                      outputs=[qd], device=dev)
+        self._body_outputs(q, qd, 1, twist, state)
+
+    def _gather(self, state, q, qd) -> None:
+        topo, dev = self.topology, self.model.device
+        if topo.coord_count:
+            wp.launch(kinematics.gather_coordinates_kernel, dim=topo.coord_count,
+                      inputs=[topo.coord_state, topo.coord_body, topo.coord_comp, state.joint_q, state.body_q],
+                      outputs=[q], device=dev)
+        if topo.dof_count:
+            wp.launch(kinematics.gather_rates_kernel, dim=topo.dof_count,
+                      inputs=[topo.dof_state, topo.dof_body, topo.dof_comp, state.joint_qd, state.body_qd],
+                      outputs=[qd], device=dev)
+
+    def _body_outputs(self, q, qd, from_state: int, twist, state) -> None:
+        m, topo = self.model, self.topology
+        wp.launch(kinematics.body_output_kernel, dim=topo.articulation_count,
+                  inputs=[m.joint_X_p, m.joint_X_c, m.joint_axis, m.body_com, topo.art_slot_start, topo.slot_joint,
+                          topo.slot_type, topo.slot_parent, topo.slot_child, topo.slot_q, topo.slot_qd, q, qd,
+                          from_state],
+                  outputs=[twist, state.body_q, state.body_qd], device=m.device)
+
+    # ------------------------------------------------------------------ the step
+    def _controls(self, control):
+        if control is None:
+            return self._zero_wrenches, self._zero_dofs, self._zero_dofs, self._zero_dofs
+        pick = [getattr(control, n, None) for n in ("body_f", "joint_target_pos", "joint_target_vel", "joint_f")]
+        return (pick[0] if pick[0] is not None else self._zero_wrenches,
+                *(a if a is not None else self._zero_dofs for a in pick[1:]))
+
+    def step(self, state_in, state_out, control, contacts, dt: float):
+        """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
+        self._validate(state_in, state_out, control, contacts, dt)
+        model, topo, dev = self.model, self.topology, self.model.device
+        dt = float(dt)
+        controls = self._controls(control)
+        if model.body_count:
+            wp.copy(state_out.body_f, controls[0])
+        data = self._step_data(state_out, contacts) if (topo.slot_count or topo.kinematic_bodies.size) else None
+        if topo.kinematic_bodies.size:
+            for k, st in enumerate(data.stages):  # contacts read a kinematic body's pose from each stage's body_X
+                wp.launch(kinematics.kinematic_bodies_kernel, dim=topo.kinematic_bodies.size,
+                          inputs=[topo.kinematic, state_in.body_q, state_in.body_qd, model.body_com, dt, int(k == 0)],
+                          outputs=[st.body_X, state_out.body_q, state_out.body_qd], device=dev)
+        if topo.slot_count == 0:
+            self.step_count += 1
+            return state_out
+        data.clear()
+        if self.check_finite:
+            self._check("input", joint_q=state_in.joint_q, joint_qd=state_in.joint_qd)
+        self._gather(state_in, data.q, data.qd)
+        if self.integrator == "euler":
+            stage = data.stages[0]
+            self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0)
+            self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next)
+        else:
+            self._rk4(data, controls, contacts, state_in, state_out, dt)
+        if model.joint_coord_count:
+            wp.launch(kinematics.scatter_kernel, dim=topo.coord_count, inputs=[topo.coord_state, data.q_next],
+                      outputs=[state_out.joint_q], device=dev)
+        if model.joint_dof_count:
+            wp.launch(kinematics.scatter_kernel, dim=topo.dof_count, inputs=[topo.dof_state, data.qd_next],
+                      outputs=[state_out.joint_qd], device=dev)
+        self._body_outputs(data.q_next, data.qd_next, 0, data.twist, state_out)
+        self._check("integrate", joint_q=state_out.joint_q, joint_qd=state_out.joint_qd, body_q=state_out.body_q,
+                    body_qd=state_out.body_qd)
+        self.step_count += 1
+        return state_out
+
+    def _rk4(self, data, controls, contacts, state_in, state_out, dt: float) -> None:
+        """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state."""
+        q, qd, st = data.q, data.qd, data.stages
+        weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)  # of each stage's contact wrenches in body_f
+        self._evaluate(st[0], q, qd, controls, contacts, state_in, state_out, 0.0, 1.0, weights[0])
+        velocities = [qd]
+        for k, h in enumerate((0.5 * dt, 0.5 * dt, dt)):
+            qk, qdk = data.stage_qs[k], data.stage_qds[k]
+            # stage k + 2: q_n (+) h v_(k+1), qd_n + h a_(k+1)
+            self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False)
+            self._evaluate(st[k + 1], qk, qdk, controls, contacts, state_in, state_out, 0.0, 1.0, weights[k + 1])
+            velocities.append(qdk)
+        wp.launch(dynamics.rk4_combine_kernel, dim=self.topology.dof_count,
+                  inputs=[*velocities, st[0].dqd, st[1].dqd, st[2].dqd, st[3].dqd], outputs=[data.u, data.dv],
+                  device=self.model.device)
+        self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next)
+
+    def _advance(self, q, qd, dv, u, h_v: float, h_q: float, use_new_velocity: bool, q_out, qd_out,
+                 clamp: bool = True) -> None:
+        m, topo = self.model, self.topology
+        wp.launch(dynamics.advance_kernel, dim=topo.slot_count,
+                  inputs=[m.joint_X_p, m.joint_X_c, m.joint_axis, m.joint_velocity_limit, m.body_com, topo.slot_joint,
+                          topo.slot_type, topo.slot_child, topo.slot_q, topo.slot_qd, topo.dof_state, q, qd, dv, u,
+                          h_v, h_q, int(use_new_velocity), int(clamp)],
+                  outputs=[q_out, qd_out], device=m.device)
+
+    def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,
+                  wrench_weight: float) -> None:
+        """One evaluation of the dynamics at (q, qd) into ``stage``: stage.dqd = (H)^-1 solve_dt (tau - C).
+
+        ``implicit_dt``: the dt of the implicit terms (0: every force explicit, H = M + armature, as RK4 needs).
+        """
+        model, topo, dev = self.model, self.topology, self.model.device
+        body_f, target_pos, target_vel, joint_f = controls
+        wp.launch(kinematics.forward_kinematics_kernel, dim=topo.articulation_count,
+                  inputs=[model.joint_X_p, model.joint_X_c, model.joint_axis, model.body_com, model.body_mass,
+                          model.body_inertia, model.body_world, model.gravity, topo.art_slot_start, topo.slot_joint,
+                          topo.slot_type, topo.slot_parent, topo.slot_child, topo.slot_q, topo.slot_qd, q, qd, body_f],
+                  outputs=[stage.art_ref, stage.body_X, stage.body_I, stage.body_v, stage.body_a, stage.body_fb,
+                           stage.dof_S], device=dev)
+        self._check("forward kinematics", body_X=stage.body_X, body_fb=stage.body_fb)
+        wp.launch(dynamics.joint_forces_kernel, dim=topo.dof_count,
+                  inputs=[model.joint_target_ke, model.joint_target_kd, model.joint_limit_lower,
+                          model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd, model.joint_armature,
+                          model.joint_damping, model.joint_friction, model.joint_effort_limit, topo.slot_type,
+                          topo.slot_q, topo.dof_slot, topo.dof_state, q, qd, target_pos, target_vel, joint_f,
+                          self.joint_friction_smoothing, implicit_dt],
+                  outputs=[stage.tau_joint, stage.diag], device=dev)
+        self._check("joint forces", tau_joint=stage.tau_joint, diag=stage.diag)
+        with_contacts = stage.with_contacts
+        wp.launch(dynamics.composite_kernel, dim=topo.articulation_count,
+                  inputs=[topo.art_slot_start, topo.art_dof_start, topo.art_mat_start, topo.slot_type,
+                          topo.slot_parent, topo.slot_child, topo.slot_qd, topo.slot_end, topo.dof_slot, stage.body_I,
+                          stage.body_fb, stage.dof_S, stage.diag, int(with_contacts)],
+                  outputs=[stage.body_Ic, stage.body_fsub, stage.bias, stage.H0, stage.H if with_contacts else stage.H0],
+                  device=dev)
+        linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
+        self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
+        L = stage.L0
+        if with_contacts:
+            self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
+            linalg.factor(topo, stage.H, stage.partial, stage.L)
+            self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
+            L = stage.L
+        wp.launch(linalg.cholesky_solve_kernel, dim=topo.articulation_count,
+                  inputs=[topo.art_dof_start, topo.art_mat_start, L, stage.tau_joint, stage.tau_contact, stage.bias,
+                          solve_dt],
+                  outputs=[stage.partial_y, stage.y, stage.partial_x, stage.dqd], device=dev)
+
+    def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
+        model, topo, dev = self.model, self.topology, self.model.device
+        lists = [contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                 contacts.rigid_contact_point0, contacts.rigid_contact_thickness0, contacts.rigid_contact_normal1]
+        shapes = [model.shape_body, model.shape_transform, model.shape_type, model.shape_scale, model.shape_source_ptr]
+        tree = [topo.art_dof_start, topo.art_mat_start, topo.slot_end, topo.dof_slot, topo.body_slot, topo.body_art]
+        max_dofs = max(topo.max_dofs, 1)
+        wp.launch(contact_stage.contact_jacobian_kernel, dim=contacts.rigid_contact_max,
+                  inputs=[*shapes, *tree, stage.body_X, stage.art_ref, stage.dof_S, stage.L0, *lists,
+                          model.rigid_contact_margin, max_dofs],
+                  outputs=[stage.z_partial, stage.z, stage.inv_mass, stage.z_sum], device=dev)
+        wp.launch(contact_stage.contact_force_kernel, dim=contacts.rigid_contact_max,
+                  inputs=[*shapes, model.shape_material_mu, model.body_com, *tree, stage.body_X, stage.body_v,
+                          state_in.body_qd, stage.art_ref, stage.dof_S, stage.z, stage.inv_mass, stage.z_sum, *lists,
+                          model.rigid_contact_margin, self.contact_timeconst, self.contact_dampratio,
+                          self.friction_smoothing, max_dofs, dt, wrench_weight],
+                  outputs=[stage.row_sum, stage.tau_contact, stage.H, state_out.body_f], device=dev)
+
+
+def _positive(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"FeatherstoneSolver: {name} must be a finite number > 0, got {value!r}")
+    return float(value)

@@ -1,0 +1,110 @@
+"""What one step of the FeatherstoneSolver computes, kept on the step's output state.
+
+Every intermediate the backward pass needs (coordinates, poses, motion subspaces, spatial inertias and
+twists, bias forces, the matrices and their factors, the contact Jacobian solves) is an array of the
+``StepData`` of the state the step writes (``state._featherstone``), allocated the first time a state
+is written (or by ``FeatherstoneSolver.prepare_state``) and reused by later steps into that state. A
+recorded rollout uses a new state per step, so it holds exactly one ``StepData`` per recorded step and
+nothing is overwritten before the backward pass reads it.
+
+A step evaluates the dynamics once (semi-implicit Euler) or four times (RK4): one ``StageData`` per
+evaluation. The arrays marked "zero on entry" gather sums with atomic adds; :meth:`StepData.clear`
+zeroes them at the start of each step (memsets, so ``step()`` stays capturable).
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+# (name, dtype, size key): size keys "coord", "dof", "matrix", "body", "art", "zdof" (contact, side, dof),
+# "side" (contact, side), "contact"
+_STAGE = (
+    ("art_ref", wp.vec3, "art"), ("body_X", wp.transform, "body"), ("body_I", wp.spatial_matrix, "body"),
+    ("body_Ic", wp.spatial_matrix, "body"), ("body_v", wp.spatial_vector, "body"),
+    ("body_a", wp.spatial_vector, "body"), ("body_fb", wp.spatial_vector, "body"),
+    ("body_fsub", wp.spatial_vector, "body"), ("dof_S", wp.spatial_vector, "dof"), ("tau_joint", float, "dof"),
+    ("diag", float, "dof"), ("bias", float, "dof"), ("tau_contact", float, "dof"), ("H0", float, "matrix"),
+    ("L0", float, "matrix"), ("partial0", float, "matrix"), ("y", float, "dof"), ("partial_y", float, "dof"),
+    ("partial_x", float, "dof"), ("dqd", float, "dof"),
+)
+_STAGE_CONTACT = (
+    ("H", float, "matrix"), ("L", float, "matrix"), ("partial", float, "matrix"), ("z", float, "zdof"),
+    ("z_partial", float, "zdof"), ("inv_mass", float, "side"), ("z_sum", float, "dof"), ("row_sum", float, "contact"),
+)
+_STAGE_ZERO = ("body_Ic", "body_fsub", "partial0", "partial_y", "partial_x", "tau_contact")
+_STAGE_CONTACT_ZERO = ("partial", "z_partial", "inv_mass", "z_sum", "row_sum")
+# the step's own: gathered input, result, the output's twists (scratch of the body outputs)
+_STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord"), ("qd_next", float, "dof"),
+         ("twist", wp.spatial_vector, "body"))
+# RK4 only: the states of stages 2..4 and the weighted rates
+_RK4 = (("stage_q", float, "coord3"), ("stage_qd", float, "dof3"), ("u", float, "dof"), ("dv", float, "dof"))
+_FLOATS = {float: 1, wp.vec3: 3, wp.transform: 7, wp.spatial_vector: 6, wp.spatial_matrix: 36}
+
+
+def _sizes(model, topology, rigid_contact_max: int) -> dict:
+    nc = max(rigid_contact_max, 1)
+    return {"coord": topology.coord_count, "dof": topology.dof_count, "matrix": topology.matrix_size,
+            "body": model.body_count, "art": topology.articulation_count,
+            "zdof": nc * 2 * max(topology.max_dofs, 1), "side": nc * 2, "contact": nc,
+            "coord3": 3 * topology.coord_count, "dof3": 3 * topology.dof_count}
+
+
+def _allocate(obj, specs, sizes, requires_grad) -> tuple:
+    for name, dtype, key in specs:
+        setattr(obj, name, wp.zeros(max(sizes[key], 1), dtype=dtype, requires_grad=requires_grad))
+    return tuple(getattr(obj, n) for n, _, _ in specs)
+
+
+def _bytes(specs, sizes) -> int:
+    return sum(4 * _FLOATS[dtype] * max(sizes[key], 1) for _, dtype, key in specs)
+
+
+def step_data_bytes(model, topology, stages: int, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+    """Bytes of the StepData of one output state (gradients included when ``requires_grad``)."""
+    sizes = _sizes(model, topology, rigid_contact_max)
+    stage = _bytes(_STAGE + (_STAGE_CONTACT if rigid_contact_max > 0 else ()), sizes)
+    values = stages * stage + _bytes(_STEP + (_RK4 if stages > 1 else ()), sizes)
+    return values * (2 if requires_grad else 1)
+
+
+class StageData:
+    """One evaluation of the dynamics (see :mod:`.solver`): kinematics, forces, matrices, factors, the solve."""
+
+    def __init__(self, sizes, with_contacts: bool, body_count: int, requires_grad: bool):
+        self.arrays = _allocate(self, _STAGE + (_STAGE_CONTACT if with_contacts else ()), sizes, requires_grad)
+        self.with_contacts = with_contacts
+        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ()))
+
+
+class StepData:
+    """The per-step arrays of one output state (see the module docstring)."""
+
+    def __init__(self, model, topology, stages: int, rigid_contact_max: int, requires_grad: bool):
+        self.rigid_contact_max = int(rigid_contact_max)
+        self.requires_grad = bool(requires_grad)
+        self.with_contacts = self.rigid_contact_max > 0
+        sizes = _sizes(model, topology, self.rigid_contact_max)
+        with wp.ScopedDevice(model.device):
+            self.stages = [StageData(sizes, self.with_contacts, model.body_count, self.requires_grad)
+                           for _ in range(stages)]
+            arrays = _allocate(self, _STEP + (_RK4 if stages > 1 else ()), sizes, self.requires_grad)
+        self._arrays = arrays + tuple(a for st in self.stages for a in st.arrays)
+        if stages > 1:  # per-stage views of stages 2..4's states
+            nc, nd = max(topology.coord_count, 1), max(topology.dof_count, 1)
+            self.stage_qs = [self.stage_q[k * nc:(k + 1) * nc] for k in range(3)]
+            self.stage_qds = [self.stage_qd[k * nd:(k + 1) * nd] for k in range(3)]
+
+    @property
+    def stage_count(self) -> int:
+        return len(self.stages)
+
+    def clear(self) -> None:
+        """Zero the arrays that gather sums (memsets: capturable)."""
+        for st in self.stages:
+            for a in st.zero:
+                a.zero_()
+
+    def zero_grad(self) -> None:
+        if self.requires_grad:
+            for a in self._arrays:
+                a.grad.zero_()

@@ -161,6 +161,13 @@ class SolverBase:
         if a.shape[0] != length:
             raise ValueError(f"{name} has {a.shape[0]} entries, the model has {length} {what}")
 
+    def _check(self, stage: str, **arrays) -> None:
+        """For solvers that run their own stage loop: with ``check_finite``, raise naming ``stage`` if any of
+        ``arrays`` holds a NaN/inf (a host read; the :func:`~inertia.solvers.step_data.stage` decorator does
+        this for declared stages)."""
+        if self.check_finite:
+            _check_finite(stage, self.step_count, **arrays)
+
     def step(self, state_in, state_out, control, contacts, dt: float):  # pragma: no cover - interface
         raise NotImplementedError
 

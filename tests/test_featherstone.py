@@ -121,7 +121,7 @@ def test_mass_matrix_and_bias_forces_match_the_float64_reference(robot):
         qd = rng.uniform(-2.0, 2.0, model.joint_dof_count)
         s0, s1 = joint_state(model, q, qd), model.state()
         solver.step(s0, s1, None, None, 1e-3)
-        stage = s1._featherstone.stages[0]
+        stage = s1.step_buffers.stages[0]
         M = dense_blocks(solver, stage.H0.numpy(), stage.diag.numpy())  # H0 - diag = M
         bias = np.zeros(model.joint_dof_count)
         bias[solver.topology.dof_state_np] = stage.bias.numpy()

@@ -37,7 +37,8 @@ of active contacts stays the same; which contacts exist is decided by ``model.co
 
 import warp as wp
 
-from ...collision.contact_geometry import rigid_contact_geometry
+from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
 
 
@@ -101,11 +102,7 @@ def contact_sides(shape_body: wp.array(dtype=wp.int32), body_art: wp.array(dtype
 @wp.kernel
 def contact_jacobian_kernel(
     # Model:
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     art_dof_start: wp.array(dtype=wp.int32),
     art_mat_start: wp.array(dtype=wp.int32),
     slot_end: wp.array(dtype=wp.int32),
@@ -117,12 +114,7 @@ def contact_jacobian_kernel(
     art_ref: wp.array(dtype=wp.vec3),
     dof_S: wp.array(dtype=wp.spatial_vector),
     L0: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
+    contacts: RigidContacts,
     # In:
     margin: float,
     max_dofs: int,
@@ -134,15 +126,12 @@ def contact_jacobian_kernel(
 ):
     """Pass 1 of the contacts: each touching contact's z = L0^-1 J_n^T and their sum per articulation."""
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    b0, b1, a0, a1 = contact_sides(shape_body, body_art, contact_shape0[c], contact_shape1[c])
+    b0, b1, a0, a1 = contact_sides(shapes.body, body_art, contacts.shape0[c], contacts.shape1[c])
     if a0 < 0 and a1 < 0:
         return
-    thickness = contact_thickness0[c]
-    g = rigid_contact_geometry(contact_point0[c], thickness, b0, contact_shape1[c], body_X, shape_body,
-                               shape_transform, shape_type, shape_scale, shape_source_ptr, thickness + margin + 1.0,
-                               contact_normal1[c])
+    g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
     if g.depth <= 0.0:
         return
     x = 0.5 * (g.p0 + g.p1)
@@ -170,11 +159,7 @@ def contact_jacobian_kernel(
 @wp.kernel
 def contact_force_kernel(
     # Model:
-    shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
-    shape_type: wp.array(dtype=wp.int32),
-    shape_scale: wp.array(dtype=wp.vec3),
-    shape_source_ptr: wp.array(dtype=wp.uint64),
+    shapes: ShapeGeometry,
     shape_mu: wp.array(dtype=float),
     body_com: wp.array(dtype=wp.vec3),
     art_dof_start: wp.array(dtype=wp.int32),
@@ -192,12 +177,7 @@ def contact_force_kernel(
     z: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
     z_sum: wp.array(dtype=float),
-    contact_count: wp.array(dtype=wp.int32),
-    contact_shape0: wp.array(dtype=wp.int32),
-    contact_shape1: wp.array(dtype=wp.int32),
-    contact_point0: wp.array(dtype=wp.vec3),
-    contact_thickness0: wp.array(dtype=float),
-    contact_normal1: wp.array(dtype=wp.vec3),
+    contacts: RigidContacts,
     # In:
     margin: float,
     timeconst: float,
@@ -214,16 +194,14 @@ def contact_force_kernel(
 ):
     """Pass 2: effective mass, forces, generalized forces and implicit terms of each contact (``dt`` = 0: explicit)."""
     c = wp.tid()
-    if c >= contact_count[0]:
+    if c >= contacts.count[0]:
         return
-    s0 = contact_shape0[c]
-    s1 = contact_shape1[c]
-    b0, b1, a0, a1 = contact_sides(shape_body, body_art, s0, s1)
+    s0 = contacts.shape0[c]
+    s1 = contacts.shape1[c]
+    b0, b1, a0, a1 = contact_sides(shapes.body, body_art, s0, s1)
     if a0 < 0 and a1 < 0:
         return
-    thickness = contact_thickness0[c]
-    g = rigid_contact_geometry(contact_point0[c], thickness, b0, s1, body_X, shape_body, shape_transform, shape_type,
-                               shape_scale, shape_source_ptr, thickness + margin + 1.0, contact_normal1[c])
+    g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
     if g.depth <= 0.0:
         return
     x = 0.5 * (g.p0 + g.p1)

@@ -38,6 +38,8 @@ import numbers
 
 import warp as wp
 
+from ...collision.contact_geometry import rigid_contacts
+from ...collision.sdf import shape_geometry
 from ..solver import SolverBase
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
@@ -134,11 +136,11 @@ class FeatherstoneSolver(SolverBase):
     def _step_data(self, state, contacts) -> StepData:
         model = self.model
         rigid_max = contacts.rigid_contact_max if contacts is not None and model.body_count else 0
-        data = getattr(state, "_featherstone", None)
-        if (data is None or data.rigid_contact_max != rigid_max or data.requires_grad != state.requires_grad()
-                or data.stage_count != self._stages):
+        data = state.step_buffers  # the state's one slot for a step's buffers (solvers/step_data.py)
+        if (not isinstance(data, StepData) or data.rigid_contact_max != rigid_max
+                or data.requires_grad != state.requires_grad() or data.stage_count != self._stages):
             data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad())
-            state._featherstone = data
+            state.step_buffers = data
         return data
 
     # ------------------------------------------------------------------ state set-up
@@ -309,9 +311,8 @@ class FeatherstoneSolver(SolverBase):
 
     def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
         model, topo, dev = self.model, self.topology, self.model.device
-        lists = [contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                 contacts.rigid_contact_point0, contacts.rigid_contact_thickness0, contacts.rigid_contact_normal1]
-        shapes = [model.shape_body, model.shape_transform, model.shape_type, model.shape_scale, model.shape_source_ptr]
+        lists = [rigid_contacts(contacts)]  # the kernel structs of the contact lists and the shapes (kernel_args)
+        shapes = [shape_geometry(model)]
         tree = [topo.art_dof_start, topo.art_mat_start, topo.slot_end, topo.dof_slot, topo.body_slot, topo.body_art]
         max_dofs = max(topo.max_dofs, 1)
         wp.launch(contact_stage.contact_jacobian_kernel, dim=contacts.rigid_contact_max,

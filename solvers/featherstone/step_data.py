@@ -2,7 +2,7 @@
 
 Every intermediate the backward pass needs (coordinates, poses, motion subspaces, spatial inertias and
 twists, bias forces, the matrices and their factors, the contact Jacobian solves) is an array of the
-``StepData`` of the state the step writes (``state._featherstone``), allocated the first time a state
+``StepData`` of the state the step writes (``state.step_buffers``), allocated the first time a state
 is written (or by ``FeatherstoneSolver.prepare_state``) and reused by later steps into that state. A
 recorded rollout uses a new state per step, so it holds exactly one ``StepData`` per recorded step and
 nothing is overwritten before the backward pass reads it.

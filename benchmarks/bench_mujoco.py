@@ -152,3 +152,16 @@ class MuJoCoRunner:
 
     def contact_counts(self) -> dict:
         return {"particle_shape": 0, "particle_pairs": 0, "rigid_contacts": int(self.data.ncon)}
+
+    def instability(self):
+        """None, or why the result is not to be kept: MuJoCo *resets* a simulation whose accelerations, positions
+        or velocities go non-finite or huge (mjWARN_BADQACC / BADQPOS / BADQVEL) and goes on from the initial
+        state, which would otherwise read as a sane motion; a full contact or constraint buffer drops contacts."""
+        w = self.mj.mjtWarning
+        bad = {"BADQACC": w.mjWARN_BADQACC, "BADQPOS": w.mjWARN_BADQPOS, "BADQVEL": w.mjWARN_BADQVEL,
+               "CONTACTFULL": w.mjWARN_CONTACTFULL, "CNSTRFULL": w.mjWARN_CNSTRFULL}
+        hits = {k: int(self.data.warning[int(v)].number) for k, v in bad.items()}
+        hits = {k: n for k, n in hits.items() if n}
+        if not hits:
+            return None
+        return "MuJoCo warned " + ", ".join(f"mjWARN_{k} x{n}" for k, n in hits.items()) + " (unstable: it resets)"

@@ -10,7 +10,8 @@ MuJoCo's ``mj_step(nstep)``), and observed every ``sample_s`` (``bench_observe``
 arithmetic for every engine). The verdict, ``sane``, holds when every criterion below holds
 (``CRITERIA``; ``failures`` names the ones that did not and when they first failed):
 
-* ``finite``: every position and velocity finite at every sample;
+* ``finite``: every position and velocity finite at every sample (and no MuJoCo warning of an unstable
+  simulation, which MuJoCo *resets* to its initial state and goes on from: ``engine_warning``);
 * ``energy``: kinetic + gravitational energy never more than ``energy_gain_max`` (5 %) above its start
   (every scene only loses energy physically: contacts, friction, damping; elastic energy is not
   counted, so a compressed body reads low, never high);
@@ -80,13 +81,17 @@ def run_sanity(runner, seconds: float, sample_s: float = 0.02, series: bool = Fa
     obs = runner.observation()  # after the first step: t = dt
     e0 = energy(obs)
     t_series, e_series, v_series, z_series, g_series, n_moving = [], [], [], [], [], []
-    finite_ok, aborted = True, None
+    finite_ok, aborted, unstable = True, None, None
+    check = getattr(runner, "instability", None)  # MuJoCo's warnings (it resets an unstable simulation)
     crit = CRITERIA
     for k in range(samples):
         (st.fast if st.fast_kind else st.python)(per)
         obs = runner.observation()
         t = (1 + (k + 1) * per) * dt
         finite = all(np.isfinite(obs[key]).all() for key in ("x", "v", "w"))
+        if check is not None and unstable is None:
+            unstable = check()
+            finite = finite and unstable is None
         speeds = point_speeds(obs) if finite else np.array([np.inf])
         e = energy(obs) if finite else math.inf
         gaps = obs.get("gaps")
@@ -105,9 +110,14 @@ def run_sanity(runner, seconds: float, sample_s: float = 0.02, series: bool = Fa
                            or (g_series[-1] or 0.0) > crit["joint_gap_max_m"]):
             break
     wall = now() - t0
-    return judge(runner.scene.name, dt, seconds, per, mode, e0, t_series, e_series, v_series, z_series, g_series,
-                 n_moving, finite_ok, aborted, wall, series, REST_EXPECTED.get(runner.scene.name, False)
-                 if rest is None else rest)
+    out = judge(runner.scene.name, dt, seconds, per, mode, e0, t_series, e_series, v_series, z_series, g_series,
+                n_moving, finite_ok, aborted, wall, series, REST_EXPECTED.get(runner.scene.name, False)
+                if rest is None else rest)
+    if unstable is not None:
+        out["failures"].insert(0, unstable)
+        out["sane"] = False
+    out["engine_warning"] = unstable
+    return out
 
 
 def _first(ts, flags):
@@ -235,6 +245,8 @@ def main(argv=None) -> dict:
     if args.scene not in SCENES:
         raise SystemExit(f"--scene: choose from {', '.join(SCENES)}")
     size = parse_size(args.size, SCENES[args.scene].ndim) if args.size else None
+    if args.engine == "mujoco":
+        args.solver = "mujoco"  # MuJoCo's own (mj_step defaults)
     res = cell_sanity({"engine": args.engine, "scene": args.scene, "size": size, "solver": args.solver,
                        "seconds": args.seconds, "dt": args.dt, "sample_s": args.sample_s, "series": True})
     s = res["series"]

@@ -122,8 +122,9 @@ def machine_info(device) -> dict:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
                              timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=HERE, capture_output=True, text=True,
-                               timeout=5)
+        # +dirty: tracked files changed (untracked ones, such as the results being written, do not count)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, timeout=5)
         if rev.returncode == 0:
             info["git"] = rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except Exception:

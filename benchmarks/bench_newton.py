@@ -47,8 +47,13 @@ NEWTON_SOLVERS = {
 
 # Newton's SolverXPBD solves springs, bending edges, tetrahedra and contacts but no triangles, so its cloth
 # gets springs along the grid (add_cloth_grid(add_springs=True): structural, shear and bending springs) of
-# stiffness tri_ke [N/m] and damping tri_kd, standing in for inertia's membrane triangles.
+# stiffness tri_ke [N/m], standing in for inertia's membrane triangles.
 XPBD_CLOTH_SPRINGS = True
+# The springs' damping [N s/m]. At tri_kd = 10 (what the earlier twin used) Newton's XPBD cloth explodes at this
+# step: 47 m/s at step 9 (8x8 cloth), 53 m/s (16x16), edges stretched +95-240 %; at 5.0 or below it stays
+# bounded (8x8 and 16x16, 20 iterations, dt = 1/600 s: 1.8 m/s after 100 steps, as without damping). 1.0 keeps
+# a 5x margin; the long-window sanity pass (run.py, 10 s simulated) is the check at the benchmark's size.
+XPBD_CLOTH_SPRING_KD = 1.0
 
 COMMON_NOTES = [
     "Newton semi-implicit: enable_tri_contact=False (its triangle-particle contact is O(tris x particles); "
@@ -76,8 +81,11 @@ XPBD_NOTES = [
 XPBD_SCENE_NOTES = {
     "cloth": [
         "Newton XPBD has no triangle constraints: its cloth holds together by springs (add_springs=True, "
-        "spring_ke = tri_ke, spring_kd = tri_kd; structural + shear + bending springs) and its dihedral bending "
-        "constraints; inertia solves the membrane triangles (stretch + area) and the same dihedral bending",
+        "spring_ke = tri_ke, structural + shear + bending springs) and its dihedral bending constraints; inertia "
+        "solves the membrane triangles (stretch + area) and the same dihedral bending",
+        "Newton XPBD cloth springs damped with spring_kd = 1 N s/m, not tri_kd = 10: at 10 its cloth explodes "
+        "within 10 steps (47-53 m/s); the sanity pass checks it over the long window "
+        "(bench_newton.XPBD_CLOTH_SPRING_KD)",
     ],
     "soft": [
         "tets: both solve a deviatoric and a volumetric constraint per tet (two multipliers), but different "
@@ -98,8 +106,9 @@ SCENE_NOTES = {
     "soft": [
         "soft masses: inertia lumps a quarter of each tet's mass on its vertices; Newton gives every vertex "
         "cell_volume x density, so Newton's density is scaled to give the same total mass",
-        "Newton's soft grid adds zero-stiffness surface triangles (launched by its triangle force kernel); "
-        "add_surface_mesh_edges=False so no bending edges are added",
+        "Newton's soft grid adds zero-stiffness surface triangles; they are removed from its builder before "
+        "finalize (its triangle kernels would run over them for nothing), and add_surface_mesh_edges=False adds "
+        "no bending edges: both engines integrate the tets alone",
     ],
 }
 
@@ -156,7 +165,7 @@ class NewtonRunner:
 
     engine = "newton"
 
-    def __init__(self, scene, size, device, solver: str):
+    def __init__(self, scene, size, device, solver: str, dt: float | None = None):
         newton, err = import_newton()
         if newton is None:
             raise RuntimeError(err)
@@ -186,6 +195,9 @@ class NewtonRunner:
         m.soft_contact_ke, m.soft_contact_kd, m.soft_contact_mu = (GROUND[k] for k in ("ke", "kd", "mu"))
         self.model = m
         self.settings = SOLVERS[solver].settings(scene.name)  # the same dt (and iterations) as ours
+        if dt is not None:
+            self.settings = {**self.settings, "dt": float(dt), "why": "step override"}
+        self._static = None
         self.solver = NEWTON_SOLVERS[solver](newton, m, scene.name, **self.solver_kwargs)
         if self.rigid:
             # no particles: no particle-shape contacts; shape pairs by sweep and prune, like inertia's broad phase
@@ -203,7 +215,7 @@ class NewtonRunner:
     def _build_cloth(self, b, p):
         springs = {}
         if self.solver_name == "xpbd" and XPBD_CLOTH_SPRINGS:
-            springs = {"add_springs": True, "spring_ke": p["tri_ke"], "spring_kd": p["tri_kd"]}
+            springs = {"add_springs": True, "spring_ke": p["tri_ke"], "spring_kd": XPBD_CLOTH_SPRING_KD}
         b.add_cloth_grid(
             pos=wp.vec3(*p["pos"]), rot=wp.quat_identity(), vel=wp.vec3(0.0, 0.0, 0.0),
             dim_x=p["dim_x"], dim_y=p["dim_y"], cell_x=p["cell"], cell_y=p["cell"], mass=p["mass"],
@@ -222,12 +234,14 @@ class NewtonRunner:
         nx, ny, nz = p["dim_x"], p["dim_y"], p["dim_z"]
         # same total mass as inertia's lumped masses: Newton puts cell_volume * density on every vertex
         density = p["density"] * (nx * ny * nz) / ((nx + 1) * (ny + 1) * (nz + 1))
+        first = b.tri_count
         b.add_soft_grid(
             pos=wp.vec3(*p["pos"]), rot=wp.quat_identity(), vel=wp.vec3(*p["vel"]),
             dim_x=nx, dim_y=ny, dim_z=nz, cell_x=p["cell"], cell_y=p["cell"], cell_z=p["cell"],
             density=density, k_mu=p["k_mu"], k_lambda=p["k_lambda"], k_damp=p["k_damp"],
             particle_radius=p["radius"], add_surface_mesh_edges=False,
         )
+        remove_triangles(b, first)
 
     def _shape_cfg(self, p):
         return self.newton.ModelBuilder.ShapeConfig(density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
@@ -293,10 +307,56 @@ class NewtonRunner:
             v = np.concatenate([v, self.state_0.body_qd.numpy().reshape(-1, 6)[:, :3]])
         return v
 
+    def observation(self) -> dict:
+        """bench_observe's observation (as InertiaRunner's; Newton's free joints of the boxes have no gap)."""
+        from bench_observe import maximal_observation
+
+        m = self.model
+        if self._static is None:
+            jt = self.newton.JointType
+            joints = None
+            if m.joint_count:
+                kinds = m.joint_type.numpy()
+                joints = (m.joint_parent.numpy(), m.joint_child.numpy(), m.joint_X_p.numpy(), m.joint_X_c.numpy(),
+                          np.isin(kinds, (int(jt.REVOLUTE), int(jt.BALL), int(jt.FIXED))))
+            zeros = np.zeros(0)
+            self._static = (m.particle_mass.numpy() if m.particle_count else zeros,
+                            m.body_mass.numpy() if m.body_count else zeros,
+                            m.body_inertia.numpy() if m.body_count else np.zeros((0, 3, 3)),
+                            m.body_com.numpy() if m.body_count else np.zeros((0, 3)), joints)
+        pm, bm, bi, bc, joints = self._static
+        s = self.state_0
+        pq = s.particle_q.numpy() if m.particle_count else np.zeros((0, 3))
+        pqd = s.particle_qd.numpy() if m.particle_count else np.zeros((0, 3))
+        bq = s.body_q.numpy() if m.body_count else np.zeros((0, 7))
+        bqd = s.body_qd.numpy() if m.body_count else np.zeros((0, 6))
+        return maximal_observation(pq, pqd, pm, bq, bqd, bm, bi, bc, joints)
+
     def contact_counts(self) -> dict:
         n = int(self.contacts.soft_contact_count.numpy()[0])
         rigid = int(self.contacts.rigid_contact_count.numpy()[0])
         return {"particle_shape": n, "particle_pairs": None, "rigid_contacts": rigid}
+
+
+def remove_triangles(builder, first: int) -> None:
+    """Drop the triangles from index ``first`` on from a Newton builder (every per-triangle list)."""
+    for name in ("tri_indices", "tri_poses", "tri_activations", "tri_materials", "tri_areas", "tri_color",
+                 "tri_opacity"):
+        lst = getattr(builder, name, None)
+        if lst is not None:
+            del lst[first:]
+    if builder.tri_count != first:
+        raise RuntimeError(f"Newton builder still has {builder.tri_count} triangles (expected {first})")
+
+
+def find_newton(no_newton: bool = False):
+    """(module or None, status line)."""
+    if no_newton:
+        return None, "skipped (--no-newton)"
+    mod, err = import_newton()
+    if mod is None:
+        return None, f"not available ({err}); pip install -e '.[newton]'"
+    return mod, f"newton {mod.__version__}"
 
 
 # inertia's rigid_contact_margin (engine/builder.py): shape pairs within 1 cm are kept

@@ -14,6 +14,9 @@ both engines are built from the same numbers. Sizes are grid dimensions:
   tests/test_rigid_semi_implicit.py's ``box_pile`` fixture).
 * ``chain``    (N,) capsule links of 10 cm hanging from the world by revolute joints, released from
   horizontal (the 32-link chain of tests/test_rigid_semi_implicit.py and tests/test_rigid_xpbd_joints.py).
+* ``arm``      (N,) KUKA LBR iiwa 7-DoF arms (pybullet_data's ``kuka_iiwa/model.urdf``), base welded 1.5 m
+  up, released from a bent pose under gravity with the URDF's joint damping (0.5 N m s/rad) and
+  limits, no contacts (``arm_scene.py``; sim_rate.py's MuJoCo comparison).
 
 All scenes share the ground and particle-particle contact material (the rigid shapes use the ground's
 ke/kd/mu). The time step belongs to the solver (``SOLVERS[name].settings(scene)``): the
@@ -273,8 +276,64 @@ class ChainScene(Scene):
         return b.finalize(device=device)
 
 
-SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene(), BoxesScene(), ChainScene())}
-RIGID_SCENES = ("boxes", "chain")
+class ArmScene(Scene):
+    """A KUKA LBR iiwa 7-DoF arm (pybullet_data's ``kuka_iiwa/model.urdf``: its masses, inertias, joint limits and
+    joint damping), base welded ``base_height`` up, released at rest from ``q0`` under gravity: it swings and
+    hits its limits; no contacts (no ground, no self-collision, in every engine). The size is (1,): one arm."""
+
+    name = "arm"
+    ndim = 1
+    default_size = (1,)
+    tiny_size = (1,)
+    description = "7-DoF KUKA iiwa arm (URDF) released from a bent pose under gravity, joint damping, no contacts"
+
+    @staticmethod
+    def urdf_path() -> str:
+        try:
+            import pybullet_data
+        except ImportError as e:
+            raise RuntimeError("the arm scene needs pybullet_data (pip install pybullet: the 'bench' extra)") from e
+        import os
+
+        return os.path.join(pybullet_data.getDataPath(), "kuka_iiwa", "model.urdf")
+
+    def params(self, size) -> dict:
+        (n,) = size
+        if n != 1:
+            raise ValueError(f"arm size {size}: one arm only, (1,)")
+        # [rad] joints 1..7, inside every limit (+-2.97, +-2.09, +-2.97, +-2.09, +-2.97, +-2.09, +-3.05)
+        return {"urdf": self.urdf_path(), "base_height": 1.5, "q0": (0.3, 1.2, -0.4, -1.4, 0.5, 1.0, 0.2),
+                "damping": 0.5, "joint_attach_ke": 1.0e6, "joint_attach_kd": 1.0e2}
+
+    def expected_counts(self, size) -> dict:
+        # link_0 (welded base, mass 0: kinematic) and links 1..7; one fixed and seven revolute joints; a mesh per link
+        return {"particles": 0, "triangles": 0, "edges": 0, "tets": 0, "bodies": 8, "joints": 8, "shapes": 8}
+
+    def build_inertia(self, size, device):
+        import inertia
+        from inertia.io.urdf import add_urdf
+
+        p = self.params(size)
+        b = inertia.ModelBuilder(up_axis="z", gravity=-9.81)
+        # the SemiImplicitSolver's joint attachment [1/s^2, 1/s]: the chain's (validated at dt = 1 ms)
+        b.joint_attach_ke, b.joint_attach_kd = p["joint_attach_ke"], p["joint_attach_kd"]
+        # density 0: the links' masses and inertias are the URDF's <inertial> (link_0's mass 0 welds it);
+        # joint_target_kd = the URDF's <dynamics damping> (inertia's importer reads no damping; a drive with
+        # ke = 0 and target 0 is a viscous damper on the joint rate)
+        add_urdf(b, p["urdf"], xform=((0.0, 0.0, p["base_height"]), (0.0, 0.0, 0.0, 1.0)), density=0.0,
+                 joint_target_kd=p["damping"], collide_shapes=False, collide_particles=False)
+        m = b.finalize(device=device)
+        s = m.state()
+        q = np.zeros(m.joint_coord_count, dtype=np.float32)
+        q[-7:] = p["q0"]  # the fixed base joint has no coordinates
+        inertia.eval_fk(m, q, np.zeros(m.joint_dof_count, dtype=np.float32), s)
+        m.body_q.assign(s.body_q)  # every state starts in the bent pose
+        return m
+
+
+SCENES = {s.name: s for s in (ClothScene(), GranularScene(), SoftScene(), BoxesScene(), ChainScene(), ArmScene())}
+RIGID_SCENES = ("boxes", "chain", "arm")
+BENCH_SCENES = ("cloth", "granular", "soft", "boxes", "chain")  # run.py's default: the scenes with a Newton twin
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,10 +354,16 @@ class SolverSpec:
     benchmarks/rollout.py). Calling the spec keeps the old ``SOLVERS[name](model)`` interface.
     """
 
-    def __init__(self, name: str, make, per_scene: dict, description: str):
+    def __init__(self, name: str, make, per_scene: dict, description: str, scenes=None):
         self.name, self._make, self._per_scene, self.description = name, make, per_scene, description
+        self.scenes = tuple(scenes) if scenes is not None else None  # None: every scene
+
+    def applies_to(self, scene: str) -> bool:
+        return self.scenes is None or scene in self.scenes
 
     def settings(self, scene: str = "cloth") -> dict:
+        if not self.applies_to(scene):
+            raise ValueError(f"solver {self.name!r} has no setting for scene {scene!r} (it runs {self.scenes})")
         s = dict(self._per_scene.get(scene, self._per_scene["*"]))
         s["kwargs"] = dict(s.get("kwargs", {}))
         if "dt" in s:  # a step its validating test states directly (the rigid scenes' 1 ms)
@@ -341,6 +406,8 @@ XPBD_SETTINGS = {
               "why": "tests/test_rigid_xpbd.py::test_sixty_four_boxes_dropped_in_a_pile_come_to_rest_above_the_ground"},
     "chain": {"substeps": 10, "kwargs": {"iterations": 8, "relaxation": 1.0},
               "why": "tests/test_rigid_xpbd_joints.py::test_chain_of_32_links_stays_connected"},
+    "arm": {"substeps": 10, "kwargs": {"iterations": 8, "relaxation": 1.0},
+            "why": "the chain's setting; sim_rate.py searches the largest sane step"},
 }
 XPBD_SETTINGS["*"] = XPBD_SETTINGS["cloth"]
 
@@ -350,7 +417,8 @@ SOLVERS = {
         {"*": {"substeps": SUBSTEPS, "why": "the step the scenes' stiffnesses are stable at"},
          "boxes": {"dt": 1.0e-3, "why": "tests/test_rigid_semi_implicit.py::test_pile_of_64_boxes_stays_above_the_ground"},
          "chain": {"dt": 1.0e-3, "why": "tests/test_rigid_semi_implicit.py::test_falling_32_link_chain_stays_connected_"
-                                        "without_gaining_energy (with the scene's joint_attach_ke = 1e6)"}},
+                                        "without_gaining_energy (with the scene's joint_attach_ke = 1e6)"},
+         "arm": {"dt": 1.0e-3, "why": "the chain's step; sim_rate.py searches the largest sane step"}},
         "inertia.SemiImplicitSolver (explicit forces, symplectic Euler)"),
     "xpbd": SolverSpec(
         "xpbd", _xpbd, XPBD_SETTINGS,
@@ -358,13 +426,41 @@ SOLVERS = {
 }
 
 
+def _featherstone(model, **kwargs):
+    import inertia
+
+    return inertia.FeatherstoneSolver(model, **kwargs)
+
+
+def register_featherstone() -> bool:
+    """Add ``featherstone`` to SOLVERS when ``inertia.FeatherstoneSolver`` exists (reduced coordinates, being
+    written in parallel): rigid scenes only, at the 1 ms of the semi-implicit rigid scenes (its own tests will
+    say better; sim_rate.py searches its largest sane step anyway). Returns whether it is registered."""
+    try:
+        import inertia
+    except ImportError:  # a Newton-only interpreter (rollout.py / worlds.py --newton-python children)
+        return False
+    if not hasattr(inertia, "FeatherstoneSolver"):
+        SOLVERS.pop("featherstone", None)
+        return False
+    SOLVERS["featherstone"] = SolverSpec(
+        "featherstone", _featherstone,
+        {"*": {"dt": 1.0e-3, "why": "the semi-implicit rigid scenes' step (not yet validated by its own tests)"}},
+        "inertia.FeatherstoneSolver (reduced coordinates)", scenes=("boxes", "chain", "arm"))
+    return True
+
+
+register_featherstone()
+
+
 class InertiaRunner:
     """One inertia simulation of a scene, stepped the way the README's minimal loop does."""
 
     engine = "inertia"
 
-    def __init__(self, scene: Scene, size, device, solver: str):
+    def __init__(self, scene: Scene, size, device, solver: str, dt: float | None = None):
         self.scene, self.size, self.device = scene, tuple(size), wp.get_device(device)
+        self.solver_name = solver
         self.model = scene.build_inertia(size, self.device)
         m = self.model
         self.state_0, self.state_1 = m.state(), m.state()
@@ -373,8 +469,12 @@ class InertiaRunner:
         spec = SOLVERS[solver]
         self.settings = spec.settings(scene.name)
         self.solver = spec(m, scene.name)
+        if dt is not None:  # another step than the solver states (sim_rate.py's step search)
+            self.settings = {**self.settings, "dt": float(dt), "substeps": FRAME_DT / float(dt),
+                             "why": "step override"}
         self.dt = self.settings["dt"]
         self.notes = []
+        self._static = None
 
     def counts(self) -> dict:
         m = self.model
@@ -404,6 +504,29 @@ class InertiaRunner:
         """Particle velocities, then the bodies' centre-of-mass velocities [m/s], one row each."""
         return np.concatenate([self.state_0.particle_qd.numpy().reshape(-1, 3),
                                self.state_0.body_qd.numpy().reshape(-1, 6)[:, :3]])
+
+    def observation(self) -> dict:
+        """bench_observe's observation: particles and bodies (maximal coordinates), joint anchor gaps."""
+        from bench_observe import maximal_observation
+
+        m = self.model
+        if self._static is None:
+            from inertia.types import JOINT_BALL, JOINT_FIXED, JOINT_REVOLUTE
+
+            kinds = m.joint_type.numpy() if m.joint_count else np.zeros(0, dtype=np.int32)
+            joints = None
+            if m.joint_count:
+                joints = (m.joint_parent.numpy(), m.joint_child.numpy(), m.joint_X_p.numpy(), m.joint_X_c.numpy(),
+                          np.isin(kinds, (int(JOINT_REVOLUTE), int(JOINT_BALL), int(JOINT_FIXED))))
+            self._static = (m.particle_mass.numpy(), m.body_mass.numpy(), m.body_inertia.numpy(), m.body_com.numpy(),
+                            joints)
+            if m.body_count:
+                # kinematic bodies (mass 0, e.g. the arm's welded base) have no inertia either
+                self._static[2][self._static[1] == 0.0] = 0.0
+        pm, bm, bi, bc, joints = self._static
+        s = self.state_0
+        return maximal_observation(s.particle_q.numpy(), s.particle_qd.numpy(), pm, s.body_q.numpy(),
+                                   s.body_qd.numpy(), bm, bi, bc, joints)
 
     def contact_counts(self) -> dict:
         c = self.contacts.counts()

@@ -2,7 +2,7 @@
 
     python benchmarks/chart.py                                   # cloth 16^2..64^2, granular 8^3..24^3
     python benchmarks/chart.py --scenes cloth,boxes --sizes cloth=16x16/32x32/64x64,boxes=2x2x2/4x4x4 \\
-        --solvers semi_implicit,xpbd --newton-python /work/venv-newton/bin/python --out benchmarks/out/chart.png
+        --solvers semi_implicit,xpbd --out benchmarks/out/chart.png
 
 Each point is one ``benchmarks/run.py`` row (median of its timed blocks): entity-steps per second
 (particles + bodies, times steps per second) against the entity count, graph-replay mode, one line per
@@ -31,9 +31,8 @@ def parse_args(argv=None):
     p.add_argument("--sizes", default="", help="name=size/size/... per scene, comma separated (defaults above)")
     p.add_argument("--solvers", default="semi_implicit")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="timing rounds per point (run.py --rounds)")
     p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--newton-python", default=None)
     p.add_argument("--no-newton", action="store_true")
     p.add_argument("--out", default=os.path.join(HERE, "out", "throughput_vs_size.png"))
     return p.parse_args(argv)
@@ -50,14 +49,13 @@ def sweep(args) -> list:
     rows = []
     for scene in (s for s in args.scenes.split(",") if s):
         for size in sizes[scene].split("/"):
+            # no sanity pass: a throughput sweep (run.py's rows carry the sanity verdicts)
             argv = ["--scenes", scene, "--sizes", f"{scene}={size}", "--solvers", args.solvers, "--device",
-                    args.device, "--repeats", str(args.repeats), "--quiet"]
+                    args.device, "--rounds", str(args.repeats), "--sanity-s", "0", "--quiet"]
             if args.steps is not None:
                 argv += ["--steps", str(args.steps)]
             if args.no_newton:
                 argv.append("--no-newton")
-            elif args.newton_python:
-                argv += ["--newton-python", args.newton_python]
             doc = run.main(argv)
             for r in doc["results"]:
                 counts = r["counts"]

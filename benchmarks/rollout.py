@@ -37,12 +37,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -50,126 +48,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import numpy as np  # noqa: E402
 import warp as wp  # noqa: E402
 
 SCHEMA = "inertia-rollout-benchmark/1"
 
-DT = 1.0 / 2400.0  # the semi-implicit solver step [s], as in benchmarks/run.py; see solver_dt()
-# [m] above the ground: contact after ~0.07 s (full) / ~0.01 s (tiny), i.e. ~170 / ~25 semi-implicit steps
-DROP_HEIGHT = {"full": 0.2, "tiny": 0.06}
-DROP_SPEED = 2.0  # [m/s] downwards
-
-FULL = {"size": 32, "height": DROP_HEIGHT["full"], "substeps": 10, "ratio_steps": 1000,
-        "memory_steps": (100, 1000, 10000), "repeats": 5}
-TINY = {"size": 4, "height": DROP_HEIGHT["tiny"], "substeps": 2, "ratio_steps": 40, "memory_steps": (10, 40),
-        "repeats": 2}
-
-
-# ------------------------------------------------------------------------------------ scene
-def loss_weights(n_particles: int) -> np.ndarray:
-    """Per-particle loss weights w_i, (N, 3). Not uniform: with one w for all particles the internal forces'
-    gradients would cancel (they sum to zero) and the gradient would be free fall's, the same for any k."""
-    i = np.arange(n_particles, dtype=np.float64)[:, None]
-    return np.hstack([np.sin(1.7 * i), np.cos(0.9 * i), 1.0 + 0.5 * np.sin(0.37 * i)]).astype(np.float32)
-
-
-def cloth_params(n: int, height: float) -> dict:
-    """The cloth of benchmarks/run.py (material, cell, mass, radius), unpinned, centred, low and falling."""
-    return {
-        "dim_x": n, "dim_y": n, "cell": 0.1, "mass": 0.1, "pos": (-0.05 * n, -0.05 * n, height),
-        "vel": (0.0, 0.0, -DROP_SPEED), "tri_ke": 1.0e3, "tri_ka": 1.0e3, "tri_kd": 10.0, "edge_ke": 1.0,
-        "edge_kd": 0.01, "radius": 0.04,
-    }
-
-
-def expected_counts(n: int) -> dict:
-    from bench_scenes import ClothScene
-
-    return ClothScene().expected_counts((n, n))
-
-
-def build_inertia(n: int, height: float, device):
-    from bench_scenes import Scene
-
-    p = cloth_params(n, height)
-    b = Scene._inertia_builder()  # ground plane and contact material shared with run.py
-    b.add_cloth_grid(
-        p["dim_x"], p["dim_y"], pos=p["pos"], vel=p["vel"], cell_x=p["cell"], cell_y=p["cell"], mass=p["mass"],
-        tri_ke=p["tri_ke"], tri_ka=p["tri_ka"], tri_kd=p["tri_kd"], edge_ke=p["edge_ke"], edge_kd=p["edge_kd"],
-        particle_radius=p["radius"],
-    )
-    return b.finalize(device=device)
-
-
-def make_solver(name: str, model):
-    """Solvers come from bench_scenes.SOLVERS, with the settings they state for the cloth scene."""
-    from bench_scenes import SOLVERS
-
-    return SOLVERS[name](model, "cloth")
-
-
-def solver_dt(name: str) -> float:
-    """The solver step [s] the solver states for the cloth scene (semi_implicit 1/2400, xpbd 1/600)."""
-    from bench_scenes import SOLVERS
-
-    return SOLVERS[name].settings("cloth")["dt"]
-
-
-def counts_of(model) -> dict:
-    return {"particles": model.particle_count, "triangles": model.tri_count, "edges": model.edge_count,
-            "springs": model.spring_count, "tets": model.tet_count, "shapes": model.shape_count}
-
-
-# ------------------------------------------------------------------------------------ memory helpers
-def _proc_status_kb(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def rss_bytes() -> int:
-    kb = _proc_status_kb("VmRSS")
-    if kb is None:  # not Linux: current RSS unknown, use the peak
-        import resource
-
-        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb * 1024
-
-
-def peak_bytes() -> int:
-    kb = _proc_status_kb("VmHWM")
-    if kb is None:
-        import resource
-
-        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb * 1024
-
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False if not possible (then the peak includes warm-up)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+from rollout_newton import child_newton, find_newton_python, measure_newton  # noqa: E402
+from rollout_scene import (FULL, TINY, build_inertia, cloth_params,  # noqa: E402, F401
+                           counts_of, expected_counts, grad_checksum, loss_weights, make_solver, mem_available,
+                           peak_bytes, reset_peak, rss_bytes, run_child, solver_dt)
 
 
 # ------------------------------------------------------------------------------------ inertia runs
@@ -209,14 +95,6 @@ class InertiaCase:
         return {"forward_s": t1 - t0, "backward_s": t2 - t1, "loss": float(loss.detach()),
                 "finite": bool(torch.isfinite(q).all()), "min_height": float(q[:, 2].min()),
                 "grad": grad_checksum(q0.grad.numpy(), qd0.grad.numpy())}
-
-
-def grad_checksum(gq0: np.ndarray, gqd0: np.ndarray) -> dict:
-    gq0, gqd0 = np.ascontiguousarray(gq0, np.float32), np.ascontiguousarray(gqd0, np.float32)
-    h = hashlib.sha256(gq0.tobytes() + gqd0.tobytes()).hexdigest()[:16]
-    return {"q0_norm": float(np.linalg.norm(gq0.astype(np.float64))),
-            "qd0_norm": float(np.linalg.norm(gqd0.astype(np.float64))),
-            "finite": bool(np.isfinite(gq0).all() and np.isfinite(gqd0).all()), "sha256_16": h}
 
 
 def _ks_for(frames: int, default_k: int) -> list:
@@ -315,111 +193,6 @@ def child_inertia(spec: dict) -> dict:
     }
 
 
-def child_newton(spec: dict) -> dict:
-    """Newton's SolverSemiImplicit on one wp.Tape over T steps (its differentiable-simulation examples' way)."""
-    wp.config.log_level = wp.LOG_WARNING
-    wp.init()
-    import newton  # noqa: PLC0415
-    import newton.solvers  # noqa: F401, PLC0415
-
-    from bench_scenes import GROUND, PARTICLE_CONTACT
-
-    device = wp.get_device(spec.get("device", "cpu"))
-    p = cloth_params(spec["size"], spec["height"])
-    b = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -9.81))
-    b.add_ground_plane(cfg=newton.ModelBuilder.ShapeConfig(ke=GROUND["ke"], kd=GROUND["kd"], mu=GROUND["mu"]))
-    b.add_cloth_grid(
-        pos=wp.vec3(*p["pos"]), rot=wp.quat_identity(), vel=wp.vec3(*p["vel"]), dim_x=p["dim_x"], dim_y=p["dim_y"],
-        cell_x=p["cell"], cell_y=p["cell"], mass=p["mass"], tri_ke=p["tri_ke"], tri_ka=p["tri_ka"],
-        tri_kd=p["tri_kd"], edge_ke=p["edge_ke"], edge_kd=p["edge_kd"], particle_radius=p["radius"],
-    )
-    m = b.finalize(device=device, requires_grad=True)
-    m.particle_ke, m.particle_kd, m.particle_mu = (PARTICLE_CONTACT[k] for k in ("ke", "kd", "mu"))
-    m.soft_contact_ke, m.soft_contact_kd, m.soft_contact_mu = (GROUND[k] for k in ("ke", "kd", "mu"))
-    solver = newton.solvers.SolverSemiImplicit(m, enable_tri_contact=False)
-    # one-shot contacts with a wide gap: every particle is a ground-contact candidate and the force
-    # kernel decides from the current positions (Newton's example_diffsim_ball does the same)
-    pipeline = newton.CollisionPipeline(m, broad_phase="explicit", soft_contact_max=m.particle_count,
-                                        soft_contact_gap=10.0, requires_grad=True)
-    w = wp.array(loss_weights(m.particle_count), dtype=wp.vec3, device=device)
-
-    @wp.kernel
-    def loss_kernel(q: wp.array(dtype=wp.vec3), w: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
-        i = wp.tid()
-        wp.atomic_add(loss, 0, wp.dot(q[i], w[i]))
-
-    def run(steps):
-        states = [m.state(requires_grad=True) for _ in range(steps + 1)]
-        control = m.control()
-        contacts = pipeline.contacts()
-        pipeline.collide(states[0], contacts)
-        loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
-        tape = wp.Tape()
-        t0 = time.perf_counter()
-        with tape:
-            for i in range(steps):
-                states[i].clear_forces()
-                solver.step(states[i], states[i + 1], control, contacts, DT)
-            wp.launch(loss_kernel, m.particle_count, inputs=[states[-1].particle_q, w, loss], device=device)
-        wp.synchronize_device(device)
-        t1 = time.perf_counter()
-        tape.backward(loss)
-        wp.synchronize_device(device)
-        t2 = time.perf_counter()
-        q = states[-1].particle_q.numpy()
-        res = {"forward_s": t1 - t0, "backward_s": t2 - t1, "loss": float(loss.numpy()[0]),
-               "finite": bool(np.isfinite(q).all()), "min_height": float(q[:, 2].min()),
-               "grad": grad_checksum(states[0].particle_q.grad.numpy(), states[0].particle_qd.grad.numpy())}
-        tape.reset()
-        return res
-
-    def run_plain(steps):
-        """The same steps without a tape between two states: Newton's plain simulation cost."""
-        a, b = m.state(requires_grad=False), m.state(requires_grad=False)
-        control = m.control()
-        contacts = pipeline.contacts()
-        pipeline.collide(a, contacts)
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            a.clear_forces()
-            solver.step(a, b, control, contacts, DT)
-            a, b = b, a
-        wp.synchronize_device(device)
-        return time.perf_counter() - t0
-
-    run(2)  # load every kernel
-    run_plain(2)
-    gc.collect()
-    reset_ok = reset_peak()
-    base = rss_bytes()
-    res = run(spec["steps"])
-    peak_all = peak_bytes()
-    gc.collect()
-    res["plain_forward_s"] = run_plain(spec["steps"])  # after the peak was read
-    counts = {"particles": m.particle_count, "triangles": m.tri_count, "edges": m.edge_count,
-              "springs": m.spring_count, "tets": m.tet_count, "shapes": m.shape_count}
-    return {"newton": newton.__version__, "rss_before": base, "peak_rss": peak_all, "measured": peak_all - base,
-            "peak_reset": reset_ok, "counts": counts, "steps": spec["steps"], **res}
-
-
-def run_child(spec: dict, python: str, timeout: float) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    t = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(HERE))
-    except subprocess.TimeoutExpired:
-        return {"status": f"timeout: did not finish in {timeout:.0f} s (--child-timeout)", "wall_s": timeout}
-    wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout)[-1500:]
-        return {"status": f"error: exit code {proc.returncode}", "stderr_tail": tail, "wall_s": wall}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    res = json.loads(lines[-1])
-    res["status"] = "ok"
-    res["wall_s"] = wall
-    return res
-
-
 # ------------------------------------------------------------------------------------ sections
 def measure_memory(args, cfg, ratio, device) -> list:
     """Section 2: one subprocess per (T, checkpointing); ``--jobs`` of them at a time."""
@@ -471,54 +244,6 @@ def measure_memory(args, cfg, ratio, device) -> list:
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, todo))
-    return rows
-
-
-def find_newton_python(args):
-    """An interpreter where ``import newton`` works: this one, else --newton-python; (python, status)."""
-    if args.no_newton:
-        return None, "skipped (--no-newton)"
-    candidates = [sys.executable] + ([args.newton_python] if args.newton_python else [])
-    errors = []
-    for py in candidates:
-        try:
-            proc = subprocess.run([py, "-c", "import newton, newton.solvers, warp; print(newton.__version__)"],
-                                  capture_output=True, text=True, timeout=120)
-        except Exception as e:
-            errors.append(f"{py}: {type(e).__name__}: {e}")
-            continue
-        if proc.returncode == 0:
-            return py, f"newton {proc.stdout.strip().splitlines()[-1]} ({py})"
-        errors.append(f"{py}: {(proc.stderr.strip().splitlines() or ['import failed'])[-1]}")
-    return None, "skipped (newton not available: " + "; ".join(errors) + ")"
-
-
-def measure_newton(args, cfg, python, memory_rows) -> list:
-    rows = []
-    for steps in cfg["memory_steps"]:
-        spec = {"kind": "newton", "size": cfg["size"], "height": cfg["height"], "steps": steps, "device": args.device}
-        res = run_child(spec, python, args.child_timeout)
-        row = {"steps": steps, **res}
-        if res["status"] == "ok":
-            row["ratio"] = res["backward_s"] / res["forward_s"]
-            row["forward_per_step_ms"] = 1e3 * res["forward_s"] / steps
-            row["backward_per_step_ms"] = 1e3 * res["backward_s"] / steps
-            row["plain_forward_per_step_ms"] = 1e3 * res["plain_forward_s"] / steps
-            row["grad_cost_over_plain"] = (res["forward_s"] + res["backward_s"]) / res["plain_forward_s"]
-            for mode in ("checkpointed", "none"):
-                ours = [m for m in memory_rows if m["steps"] == steps and m["mode"] == mode and m["status"] == "ok"]
-                if ours:
-                    o = ours[0]
-                    row[f"ours_{mode}"] = {
-                        # ours: the forward pass is the plain simulation (no tape) plus checkpoint copies
-                        "grad_cost_over_plain": (o["forward_s"] + o["backward_s"]) / o["forward_s"],
-                        "ratio_over_newton": (o["backward_s"] / o["forward_s"]) / row["ratio"],
-                        "total_time_over_newton": (o["forward_s"] + o["backward_s"])
-                        / (res["forward_s"] + res["backward_s"]),
-                        "memory_over_newton": o["measured"] / res["measured"] if res["measured"] > 0 else None,
-                    }
-        rows.append(row)
-        print(f"  newton T={steps}: {row['status']}", file=sys.stderr, flush=True)
     return rows
 
 
@@ -629,7 +354,7 @@ def main(argv=None) -> dict:
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
     from bench_scenes import SOLVERS
-    from run import machine_info
+    from machine import machine_info
 
     if args.solver not in SOLVERS:
         raise SystemExit(f"unknown solver {args.solver!r}; choose from {', '.join(SOLVERS)}")

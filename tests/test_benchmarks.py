@@ -6,7 +6,9 @@ scene was built at the tiny size with the particle, element, body, joint and sha
 here by hand, and that each solver ran at the time step and settings it states (XPBD: 20 Jacobi
 iterations for cloth and soft, 10 for granular, 8 for the rigid scenes; the semi-implicit solver's
 rigid scenes at the 1 ms of their tests). The rigid scenes (a 2x2x1 box pile, a 4-link chain) must
-keep every body above the ground, the pile's boxes at least resting on it.
+keep every body above the ground, the pile's boxes at least resting on it. The method's fields are
+checked for their shape, not their values: one rate per round and mode, the load of every timed block,
+and the sanity verdict of a 0.25 s window (``--tiny``) in every row.
 """
 
 from __future__ import annotations
@@ -93,12 +95,12 @@ def report(tmp_path_factory):
 
 def test_document_shape(report):
     doc, stdout = report
-    assert doc["schema"] == "inertia-benchmark/1"
+    assert doc["schema"] == "inertia-benchmark/2"
     m = doc["machine"]
     assert m["warp"] and m["device"] == "cpu" and m["cores_logical"] >= 1
     assert doc["newton"].startswith("skipped")
     assert doc["comparisons"] == []
-    assert doc["config"]["solvers"] == SOLVERS
+    assert doc["config"]["solvers"] == SOLVERS and doc["config"]["rounds"] == 2
     assert [(r["scene"], r["solver"]) for r in doc["results"]] == CASES
     assert all(r["engine"] == "inertia" for r in doc["results"])
     # the human table precedes the JSON on stdout, one row per scene and solver
@@ -134,7 +136,7 @@ def test_scene_figures(report, scene, solver):
         fig = row[mode]
         assert "error" not in fig, fig
         assert _positive(fig["median"]) and fig["min"] <= fig["median"] <= fig["max"]
-        assert len(fig["samples"]) == doc["config"]["repeats"]
+        assert len(fig["samples"]) == doc["config"]["rounds"] == row["rounds"]
         assert math.isclose(fig["particle_steps_per_s"], fig["median"] * n, rel_tol=1e-9)
         entities = n + EXPECTED[scene]["bodies"]
         assert math.isclose(fig["entity_steps_per_s"], fig["median"] * entities, rel_tol=1e-9)
@@ -151,6 +153,37 @@ def test_scene_figures(report, scene, solver):
     # steps; XPBD resolves the granular block's initial jitter overlaps in one step (overlap / dt): ~3 m/s
     assert 0.0 < row["final_max_speed"] < 5.0, row["final_max_speed"]
     assert row["final_min_height"] > 0.0
+
+
+@pytest.mark.parametrize("scene,solver", CASES)
+def test_every_row_has_its_load_and_its_sanity_verdict(report, scene, solver):
+    """The machine load of each timed block (one per round and mode) and the sanity pass's verdict, in the row."""
+    doc, stdout = report
+    row = _row(doc, scene, solver)
+    rounds = doc["config"]["rounds"]
+    load = row["load"]
+    assert load["cores"] >= 1 and len(load["blocks"]) == 2 * rounds  # python + graph in each round
+    assert sorted(b["round"] for b in load["blocks"]) == sorted(2 * list(range(rounds)))
+    for b in load["blocks"]:
+        assert b["mode"] in ("python", "graph") and b["wall_s"] > 0
+        # None where /proc/stat is unreadable or the block is too short to read (< 0.1 s: the tiny run's)
+        assert b["others_cores"] is None or 0.0 <= b["others_cores"] <= load["cores"]
+    assert row["steps_per_block"]["python"] >= 2 and row["steps_per_block"]["graph"] >= 2
+    s = row["sanity"]
+    assert s["window_s"] == doc["config"]["sanity_s"] == 0.25
+    assert s["simulated_s"] >= 0.25 and s["dt"] == pytest.approx(dt_of(solver, scene), rel=1e-12)
+    assert s["mode"] == "graph" and s["samples"] >= 1
+    for key in ("energy_start_J", "energy_max_J", "energy_final_J", "energy_gain", "min_height_m", "max_speed_m_s",
+                "final_max_speed_m_s"):
+        assert isinstance(s[key], float) and math.isfinite(s[key]), (key, s[key])
+    assert s["energy_start_J"] > 0.0  # everything starts above the ground (potential energy from z = 0)
+    assert s["criteria"]["energy_gain_max"] == 0.05 and s["rest_judged"] is False  # 0.25 s: too short for rest
+    # the chain's joint gaps are measured (maximal coordinates); the other scenes have no joints
+    assert (s["max_joint_gap_m"] is not None) == (scene == "chain")
+    # the tiny scenes are sane over their short window (each criterion is a physical bound; see sanity.py)
+    assert s["sane"] is True and s["failures"] == [], s["failures"]
+    if scene == "chain":
+        assert s["max_joint_gap_m"] < 0.005
 
 
 @pytest.mark.parametrize("scene,solver", [(s, v) for s in RIGID for v in SOLVERS])

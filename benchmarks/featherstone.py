@@ -41,7 +41,7 @@ if HERE not in sys.path:
 
 import warp as wp  # noqa: E402
 
-from run import _fmt, _loadavg, machine_info  # noqa: E402
+from machine import fmt as _fmt, loadavg as _loadavg, machine_info  # noqa: E402
 
 SCHEMA = "inertia-featherstone-benchmark/1"
 DT = 1e-3

@@ -59,9 +59,13 @@ XPBD_RIGID_PER_ITERATION = {
 XPBD_VELOCITY_PASS = ["solve_contact_velocities_kernel", "add_corrections_spatial_vectorf"]
 XPBD_VELOCITY_PASS_ONCE = ["count_pushing_contacts_kernel", "prepare_contact_velocities_kernel"]
 XPBD_RIGID_ONCE = ["body_frames_kernel"]  # the first iterate's; apply_body_corrections writes the later ones
-# shape-shape collision: AABBs, plane pairs, sweep keys, running max, sweep, narrow phase
-RIGID_DETECTION = ["shape_aabb_kernel", "plane_pairs_kernel", "sweep_keys_kernel", "shared_running_max_kernel",
-                   "sweep_kernel", "narrow_phase_kernel"]
+# shape-shape collision: AABBs, sweep keys, running max once; the kernels that emit into a contact list (plane
+# pairs, sweep, narrow phase) three times: append, then count and select, which return at once unless the list
+# overflowed (engine/collision/selection.py), with one plan kernel per list in between
+RIGID_DETECTION = ["shape_aabb_kernel", "sweep_keys_kernel", "shared_running_max_kernel"]
+RIGID_EMITTING = ["plane_pairs_kernel", "sweep_kernel", "narrow_phase_kernel"]
+EMITTING = RIGID_EMITTING + ["detect_particle_shape_kernel", "detect_particle_pairs_kernel"]
+DETECTION_PASSES = 3
 CASES = [(scene, solver) for scene in EXPECTED for solver in SOLVERS]
 
 
@@ -182,10 +186,14 @@ def test_xpbd_runs_its_iterations(report, scene):
     per_iteration = XPBD_PER_ITERATION[scene] + XPBD_ALWAYS
     for name in per_iteration:
         assert by.get(name) == k, (name, by)
-    once = {n: c for n, c in by.items() if n not in per_iteration}
+    once = {n: c for n, c in by.items() if n not in per_iteration + EMITTING + ["plan_selection_kernel"]}
     assert set(once.values()) == {1}, once  # detection, forces, predict, velocity update
-    assert row["launches_per_step"] == k * len(per_iteration) + len(once)
-    assert "integrate_particles_kernel" in by  # the prediction is the symplectic Euler step
+    emitting = {n: c for n, c in by.items() if n in EMITTING}
+    assert emitting and set(emitting.values()) == {DETECTION_PASSES}, emitting
+    lists = by.get("plan_selection_kernel", 0)  # one per contact list detected (soft contacts, particle pairs)
+    assert lists == len(emitting)
+    assert row["launches_per_step"] == k * len(per_iteration) + len(once) + DETECTION_PASSES * len(emitting) + lists
+    assert "predict_particle_motion_kernel" in by  # the prediction is the symplectic Euler step (step-local)
 
 
 @pytest.mark.parametrize("scene", RIGID)
@@ -204,6 +212,10 @@ def test_rigid_xpbd_runs_its_iterations_and_every_step_detects_shape_contacts(re
     for name in RIGID_DETECTION:
         assert by.get(name) == 1, (name, by)
         assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == 1, name
+    for name in RIGID_EMITTING:
+        assert by.get(name) == DETECTION_PASSES, (name, by)
+        assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == DETECTION_PASSES, name
+    assert by.get("plan_selection_kernel") == 2  # the shape pairs and the contact points
     assert not any("particle" in name for name in by), by
     assert ("solve_joints_kernel" in by) == (scene == "chain")
 

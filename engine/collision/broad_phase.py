@@ -553,4 +553,4 @@ def detect_shape_pairs(model, state, contacts) -> None:
         wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
                   inputs=[bp.filter, sweep, bp.running_upper, n, overflow], outputs=[out])
 
-    overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max)
+    overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max, most=n * (n - 1) // 2)

@@ -346,4 +346,6 @@ def detect_particle_pairs(model, state, contacts) -> None:
         wp.launch(detect_particle_pairs_kernel, dim=model.particle_count, device=model.device, record_tape=False,
                   inputs=[*inputs, overflow], outputs=[out])
 
-    overflow_selection(model).run(emit, contacts.particle_pair_count, contacts.particle_pair_max)
+    n = model.particle_count
+    overflow_selection(model).run(emit, contacts.particle_pair_count, contacts.particle_pair_max,
+                                  most=n * (n - 1) // 2)

@@ -83,4 +83,5 @@ def detect_particle_shape_contacts(model, state, contacts) -> None:
         wp.launch(detect_particle_shape_kernel, dim=(model.particle_count, model.shape_count), record_tape=False,
                   inputs=[*inputs, overflow], outputs=[out], device=model.device)
 
-    overflow_selection(model).run(emit, contacts.soft_contact_count, contacts.soft_contact_max)
+    overflow_selection(model).run(emit, contacts.soft_contact_count, contacts.soft_contact_max,
+                                  most=model.particle_count * model.shape_count)

@@ -22,7 +22,8 @@ thread comes first. The resolution matters for penalty contact: a contact switch
 off again at d2 < d1 does the work ke (d1^2 - d2^2) / 2 with nothing taken back, and a cloth landing on
 a quarter of the contacts it needs rebounded above its release height with bins of a quarter octave
 (19 %), below it with these. Passes 2 and 3 return at once when nothing overflowed (each thread reads the count),
-so a list that fits costs two extra launches and one of a single thread; nothing is read back to the
+so a list that fits costs two extra launches and one of a single thread (none when its capacity holds
+every candidate the model can have, e.g. the default ``soft_contact_max`` with up to four shapes); nothing is read back to the
 host and nothing branches on the host, so detection stays capturable. The scratch (the histogram and
 four counters) belongs to the model's collision pipeline and serves its lists one after the other.
 
@@ -163,12 +164,16 @@ class OverflowSelection:
             s.scratch = self.scratch
             self.passes.append(s)
 
-    def run(self, emit, count, capacity: int) -> None:
+    def run(self, emit, count, capacity: int, most: int | None = None) -> None:
         """Fill a list of ``capacity`` whose requested count is ``count`` (``wp.array(int32, 1)``), keeping its
         deepest candidates when it overflows. ``emit(overflow)`` launches the list's emitting kernel(s) with
-        the :class:`Overflow` argument of one pass."""
+        the :class:`Overflow` argument of one pass. ``most``: how many candidates there can be at all (from the
+        model's sizes; None: no bound), so that a list that can never overflow skips passes 2 and 3 (a
+        decision on sizes, not on device values: capturable either way)."""
         append, count_pass, select = self.passes
         emit(append)
+        if most is not None and capacity >= most:
+            return
         emit(count_pass)
         wp.launch(plan_selection_kernel, dim=1, device=self.device, record_tape=False, inputs=[count, int(capacity)],
                   outputs=[self.scratch])

@@ -204,8 +204,8 @@ class XPBDSolver(SolverBase):
     (Control.body_f plus the joint efforts), not the constraint forces.
     Differentiable through body poses, velocities, masses, materials, drive
     targets and gains; the kinks (contacts starting, stick/slip switches,
-    limits engaging) are listed in the constraint modules. The joint rows each body counts for mass
-    splitting (a drive where its gains are > 0, a limit where one is finite)
+    limits engaging) are listed in the constraint modules. The joint rows each
+    body counts for mass splitting (a drive where its gains are > 0, a limit where one is finite)
     are fixed when the solver is built: build it after setting drive gains and
     limits (a drive switched on later is solved, but split as if absent).
 
@@ -220,12 +220,12 @@ class XPBDSolver(SolverBase):
         joint_angular_compliance: [rad/(N m)] of their alignment rows (0: hard).
         max_depenetration_velocity: [m/s] the fastest any contact (particle-shape,
             particle-particle, shape-shape) separates a pair that already overlapped
-            when the step began (default 1 m/s, PhysX's maxDepenetrationVelocity;
+            when the step began (default 1 m/s; after PhysX's maxDepenetrationVelocity;
             ``math.inf``: none). Contacts a step creates are resolved in full as
             before; an overlap at the start (bodies or particles created inside each
             other, an unconverged stack, a particle that sank while its contact
             buffer was full) is pushed out at most this fast instead of at depth / dt
-            (two radius-0.1 m particles 0.08 m apart left at 144 m/s at dt = 1/600 s).
+            (two radius-0.1 m particles 0.08 m apart left at 144 m/s at dt = 1/2400 s).
             1 m/s resolves a step's unconverged remainder (micrometres) at once at
             any practical step (1.7 mm per step at 600 Hz) and leaves an overlap at
             walking speed.

@@ -21,11 +21,13 @@ deepest ``capacity`` candidates to within 2.2 % of their gap; ties in the last b
 thread comes first. The resolution matters for penalty contact: a contact switched on at depth d1 and
 off again at d2 < d1 does the work ke (d1^2 - d2^2) / 2 with nothing taken back, and a cloth landing on
 a quarter of the contacts it needs rebounded above its release height with bins of a quarter octave
-(19 %), below it with these. Passes 2 and 3 return at once when nothing overflowed (each thread reads the count),
-so a list that fits costs two extra launches and one of a single thread (none when its capacity holds
-every candidate the model can have, e.g. the default ``soft_contact_max`` with up to four shapes); nothing is read back to the
-host and nothing branches on the host, so detection stays capturable. The scratch (the histogram and
-four counters) belongs to the model's collision pipeline and serves its lists one after the other.
+(19 %), below it with these.
+
+Passes 2 and 3 return at once when nothing overflowed (each thread reads the count), so a list that fits
+costs two extra launches and one of a single thread (none when its capacity holds every candidate the
+model can have, e.g. the default ``soft_contact_max`` with up to four shapes); nothing is read back to
+the host and nothing branches on the host, so detection stays capturable. The scratch (the histogram, its
+octave sums and four counters) belongs to the model's collision pipeline and serves its lists in turn.
 
 What a too-small buffer gives is then a worse but sane simulation: a particle or a box that sinks
 becomes deeper than the rest and gets a slot, and the solvers push it out (the XPBDSolver no faster

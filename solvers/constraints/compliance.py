@@ -13,7 +13,8 @@ triangles, tetrahedra and bending edges share it.
 step (k <= 1e-32 N/m at dt = 1e-3 s, or dt <= 1e-22 s at k = 1: inf, then inf * 0 = NaN). Multiplied
 through by beta = k measure dt^2 = 1 / alpha~ the same increment reads
 
-    dlambda = s (-beta C - lambda - kd measure dt grad C . (x - x_start)) / ((beta + kd measure dt) sum_i w_i |grad_i C|^2 + 1)
+    dlambda = s (-beta C - lambda - kd measure dt grad C . (x - x_start))
+              / ((beta + kd measure dt) sum_i w_i |grad_i C|^2 + 1)
 
 which is finite for every beta >= 0 (beta -> 0: the constraint lets go, dlambda = -lambda). It is used
 while beta < 1 and the form above (finite for beta >= 1) otherwise: the same number in exact

@@ -30,7 +30,7 @@ began. A contact that a step creates (the pair approached by more than it
 overlaps) is unaffected; an overlap that was there when the step began (two
 particles created inside each other, a particle that sank in while its
 contact buffer was full) separates at that speed instead of depth / dt (two
-radius-0.1 m particles 0.08 m apart used to leave at 144 m/s at dt = 1/600 s).
+radius-0.1 m particles 0.08 m apart used to leave at 144 m/s at dt = 1/2400 s).
 Motions are step-local (``jacobi.py``): friction and the push read the
 displacement since the step began, exact at any distance from the origin.
 """

@@ -2,7 +2,10 @@
 
 from .euler import integrate_bodies, integrate_bodies_kernel, integrate_particles, integrate_particles_kernel
 from .xpbd import (
+    pose_from_motion,
     predict_bodies,
+    predict_body_motion_kernel,
+    predict_particle_motion_kernel,
     predict_positions,
     update_body_velocities,
     update_body_velocities_kernel,
@@ -15,7 +18,10 @@ __all__ = [
     "integrate_bodies_kernel",
     "integrate_particles",
     "integrate_particles_kernel",
+    "pose_from_motion",
     "predict_bodies",
+    "predict_body_motion_kernel",
+    "predict_particle_motion_kernel",
     "predict_positions",
     "update_body_velocities",
     "update_body_velocities_kernel",

@@ -61,9 +61,31 @@ XPBD_RIGID_PER_ITERATION = {
 XPBD_VELOCITY_PASS = ["solve_contact_velocities_kernel", "add_corrections_spatial_vectorf"]
 XPBD_VELOCITY_PASS_ONCE = ["count_pushing_contacts_kernel", "prepare_contact_velocities_kernel"]
 XPBD_RIGID_ONCE = ["body_frames_kernel"]  # the first iterate's; apply_body_corrections writes the later ones
-# shape-shape collision: AABBs, plane pairs, sweep keys, running max, sweep, narrow phase
-RIGID_DETECTION = ["shape_aabb_kernel", "plane_pairs_kernel", "sweep_keys_kernel", "shared_running_max_kernel",
-                   "sweep_kernel", "narrow_phase_kernel"]
+# shape-shape collision: AABBs, sweep keys, running max once; the kernels that emit into a contact list three
+# times: append, then count and select, which return at once unless the list overflowed, with one plan kernel
+# per list in between (engine/collision/selection.py); once where the list's capacity holds every candidate the
+# model can have (the 5 shapes of the rigid scenes have at most 10 pairs: their plane pairs and sweep run once)
+RIGID_DETECTION = ["shape_aabb_kernel", "sweep_keys_kernel", "shared_running_max_kernel", "plane_pairs_kernel",
+                   "sweep_kernel"]
+RIGID_EMITTING = ["narrow_phase_kernel"]
+# each list's emitting kernels (the shape pairs: plane pairs and the sweep)
+LISTS = {"soft contacts": ["detect_particle_shape_kernel"], "particle pairs": ["detect_particle_pairs_kernel"],
+         "shape pairs": ["plane_pairs_kernel", "sweep_kernel"], "shape contacts": ["narrow_phase_kernel"]}
+EMITTING = [k for kernels in LISTS.values() for k in kernels]
+DETECTION_PASSES = 3
+
+
+def detection_launches(by: dict) -> tuple:
+    """(launches of emitting and plan kernels, lists that ran all three passes), checking that every list's
+    kernels ran once (it cannot overflow) or three times with one plan kernel."""
+    total, selected = 0, 0
+    for kernels in LISTS.values():
+        counts = {by[k] for k in kernels if k in by}
+        assert counts <= {1} or counts == {DETECTION_PASSES}, (kernels, by)
+        total += sum(by.get(k, 0) for k in kernels)
+        selected += counts == {DETECTION_PASSES}
+    assert by.get("plan_selection_kernel", 0) == selected, by
+    return total + selected, selected
 CASES = [(scene, solver) for scene in EXPECTED for solver in SOLVERS]
 
 
@@ -215,10 +237,12 @@ def test_xpbd_runs_its_iterations(report, scene):
     per_iteration = XPBD_PER_ITERATION[scene] + XPBD_ALWAYS
     for name in per_iteration:
         assert by.get(name) == k, (name, by)
-    once = {n: c for n, c in by.items() if n not in per_iteration}
+    once = {n: c for n, c in by.items() if n not in per_iteration + EMITTING + ["plan_selection_kernel"]}
     assert set(once.values()) == {1}, once  # detection, forces, predict, velocity update
-    assert row["launches_per_step"] == k * len(per_iteration) + len(once)
-    assert "integrate_particles_kernel" in by  # the prediction is the symplectic Euler step
+    detection, selected = detection_launches(by)
+    assert selected >= 1  # the particle pairs (12 per particle) can overflow: selected when they do
+    assert row["launches_per_step"] == k * len(per_iteration) + len(once) + detection
+    assert "predict_particle_motion_kernel" in by  # the prediction is the symplectic Euler step (step-local)
 
 
 @pytest.mark.parametrize("scene", RIGID)
@@ -237,6 +261,10 @@ def test_rigid_xpbd_runs_its_iterations_and_every_step_detects_shape_contacts(re
     for name in RIGID_DETECTION:
         assert by.get(name) == 1, (name, by)
         assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == 1, name
+    for name in RIGID_EMITTING:
+        assert by.get(name) == DETECTION_PASSES, (name, by)
+        assert _row(doc, scene, "semi_implicit")["launches_by_kernel"].get(name) == DETECTION_PASSES, name
+    assert detection_launches(by)[1] == 1  # the contact points (no bound on them)
     assert not any("particle" in name for name in by), by
     assert ("solve_joints_kernel" in by) == (scene == "chain")
 

@@ -95,9 +95,9 @@ def test_buffers_follow_the_solver_settings_and_the_contact_capacity():
     small, large = model.contacts(rigid_contact_max=16), model.contacts(rigid_contact_max=64)
     inertia.XPBDSolver(model, iterations=2).step(state_in, state_out, None, small, 1e-3)
     first = state_out.step_buffers
-    assert first.x.shape[0] == 3 and first.contact_lambda.shape == (3, 16)
+    assert first.dx.shape[0] == 3 and first.contact_lambda.shape == (3, 16)
     inertia.XPBDSolver(model, iterations=5).step(state_in, state_out, None, large, 1e-3)
-    assert state_out.step_buffers.x.shape[0] == 6 and state_out.step_buffers.contact_lambda.shape == (6, 64)
+    assert state_out.step_buffers.dx.shape[0] == 6 and state_out.step_buffers.contact_lambda.shape == (6, 64)
 
 
 def test_the_semi_implicit_step_counts_a_resting_boxs_four_corner_contacts():

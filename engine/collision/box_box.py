@@ -139,7 +139,7 @@ def face_contacts(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), s
         x = p.v[i]
         gap = sgn * x[k] - h_ref[k]
         if gap < sink.margin:
-            append_contact(sink, s_inc, s_ref, wp.transform_point(to_body, x), 0.0, n)
+            append_contact(sink, s_inc, s_ref, wp.transform_point(to_body, x), 0.0, n, gap)
             deepest = wp.max(deepest, -gap)
     return deepest
 
@@ -185,9 +185,10 @@ def edge_contact(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), si
     da = column(r, j) * ha[j]
     st = closest_on_segments(pa, da, pb, db)
     x = pa + da * st[0]
-    if wp.dot(u, x) - box_support(hb, u) < sink.margin:
+    gap = wp.dot(u, x) - box_support(hb, u)
+    if gap < sink.margin:
         to_body = wp.transform_inverse(body_pose(body_q, shapes.body[sa])) * X_b
-        append_contact(sink, sa, sb, wp.transform_point(to_body, x), 0.0, u)
+        append_contact(sink, sa, sb, wp.transform_point(to_body, x), 0.0, u, gap)
 
 
 @wp.func

@@ -35,7 +35,8 @@ higher index)) when the AABBs overlap and all of these filters pass:
   (a joint's parent and child unless the joint was added with ``collide_parent=True``).
 
 ``rigid_pair_count`` counts every pair requested, also past the capacity, so
-``Contacts.check_overflow`` reports an undersized buffer. The buffers of the
+``Contacts.check_overflow`` reports an undersized buffer; the list then keeps the
+pairs whose AABBs overlap most (``selection.py``). The buffers of the
 sweep belong to the model (allocated on its first ``collide``), so that
 ``collide`` allocates nothing afterwards and can be captured in a graph.
 
@@ -54,6 +55,7 @@ import warp as wp
 from ..kernel_args import ArgBundle
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
 from .contact_sink import PairList, append_pair, rigid_pairs
+from .selection import Overflow, overflow_idle, overflow_selection
 from .sdf import ShapeGeometry, shape_geometry, shape_world_pose
 
 wp.set_module_options({"enable_backward": False})
@@ -322,6 +324,14 @@ def aabbs_overlap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
             and lo_a[2] <= hi_b[2] and lo_b[2] <= hi_a[2])
 
 
+@wp.func
+def aabb_gap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
+    """How far apart two AABBs are along the axis that separates them most [m] (negative: minus the least overlap):
+    the depth by which an overflowing pair list keeps its pairs (``selection.py``)."""
+    g = wp.max(lo_b - hi_a, lo_a - hi_b)
+    return wp.max(wp.max(g[0], g[1]), g[2])
+
+
 @wp.kernel
 def sweep_kernel(
     # Model:
@@ -331,10 +341,13 @@ def sweep_kernel(
     running_upper: wp.array(dtype=float),
     # In:
     n: int,
+    overflow: Overflow,
     # Data out:
     out: PairList,
 ):
     i = wp.tid()
+    if overflow_idle(overflow, out.count, out.capacity):
+        return
     keys = sweep.keys
     values = sweep.values
     aabb_lower = sweep.aabb_lower
@@ -355,7 +368,7 @@ def sweep_kernel(
         b = values[j]
         if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
             if shapes_may_collide(f, a, b):
-                append_pair(out, a, b)
+                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
         j += 1
     if (key >> SEGMENT_BITS) == wp.int64(0):
         return
@@ -370,13 +383,13 @@ def sweep_kernel(
         b = values[j]
         if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
             if shapes_may_collide(f, a, b):
-                append_pair(out, a, b)
+                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
         j -= 1
 
 
 @wp.func
 def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, aabb_lower: wp.array(dtype=wp.vec3),
-               aabb_upper: wp.array(dtype=wp.vec3), s: int, p: int, out: PairList):
+               aabb_upper: wp.array(dtype=wp.vec3), s: int, p: int, overflow: Overflow, out: PairList):
     if not shapes_may_collide(f, s, p):
         return
     # the AABB corner farthest down the plane's normal, on or below the plane (the AABB holds the margin)
@@ -386,7 +399,7 @@ def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, aabb_lower: wp.array(dtype
     h = (aabb_upper[s] - aabb_lower[s]) * 0.5
     lowest = wp.dot(c - wp.transform_get_translation(X), n) - wp.dot(h, abs_vec(n))
     if lowest <= 0.0:
-        append_pair(out, s, p)
+        append_pair(out, overflow, s, p, lowest)
 
 
 @wp.kernel
@@ -400,19 +413,21 @@ def plane_pairs_kernel(
     planes: wp.array(dtype=wp.int32),
     aabb_lower: wp.array(dtype=wp.vec3),
     aabb_upper: wp.array(dtype=wp.vec3),
+    # In:
+    overflow: Overflow,
     # Data out:
     out: PairList,
 ):
     """Each shape against the shared planes (row 0 of the CSR) and its own world's (row world + 1) only."""
     s = wp.tid()
-    if shapes.type[s] == GEO_PLANE:
+    if shapes.type[s] == GEO_PLANE or overflow_idle(overflow, out.count, out.capacity):
         return
     for k in range(plane_offsets[0], plane_offsets[1]):
-        plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], out)
+        plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], overflow, out)
     w = shape_world[s] + 1
     if w > 0:
         for k in range(plane_offsets[w], plane_offsets[w + 1]):
-            plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], out)
+            plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], overflow, out)
 
 
 class ShapeBroadPhase:
@@ -515,10 +530,6 @@ def detect_shape_pairs(model, state, contacts) -> None:
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
               inputs=[shapes, model.shape_flags, model.shape_world, state.body_q, model.rigid_contact_margin],
               outputs=[bp.aabb_lower, bp.aabb_upper, bp.centre_moments])
-    if bp.plane_count:
-        wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
-                  inputs=[shapes, model.shape_world, bp.filter, bp.plane_offsets, bp.planes, bp.aabb_lower,
-                          bp.aabb_upper], outputs=[out])
     wp.launch(sweep_axis_kernel, dim=1, device=dev, record_tape=False, inputs=[bp.centre_moments, bp.num_worlds],
               outputs=[bp.sweep_axis])
     wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False,
@@ -533,5 +544,13 @@ def detect_shape_pairs(model, state, contacts) -> None:
     sweep = sorted_bounds(bp)
     wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False, inputs=[sweep, n],
               outputs=[bp.running_upper])
-    wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False, inputs=[bp.filter, sweep, bp.running_upper, n],
-              outputs=[out])
+
+    def emit(overflow):
+        if bp.plane_count:
+            wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
+                      inputs=[shapes, model.shape_world, bp.filter, bp.plane_offsets, bp.planes, bp.aabb_lower,
+                              bp.aabb_upper, overflow], outputs=[out])
+        wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
+                  inputs=[bp.filter, sweep, bp.running_upper, n, overflow], outputs=[out])
+
+    overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max, most=n * (n - 1) // 2)

@@ -53,7 +53,8 @@ merged. Mesh SDFs need closed meshes.
 
 One thread per pair loops over its points and appends them with an atomic
 counter; ``rigid_contact_count`` counts every point requested, also past the
-capacity, so ``Contacts.check_overflow`` reports an undersized buffer.
+capacity, so ``Contacts.check_overflow`` reports an undersized buffer, and the
+list is then filled with the deepest points instead (``selection.py``).
 
 Not differentiated: this stage only chooses which material points to test
 (its kernel is not recorded on a ``wp.Tape``). Gradients come from the solvers,
@@ -70,6 +71,7 @@ from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO
 from .box_box import box_box_contacts
 from .contact_sink import ContactSink, append_contact, make_sink
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_world
+from .selection import overflow_idle, overflow_selection
 
 wp.set_module_options({"enable_backward": False})
 
@@ -141,9 +143,9 @@ def emit(side: PairSide, sink: ContactSink, p_local: wp.vec3, thickness: float):
     p0 = wp.transform_point(side.X_s0, p_local)
     x = wp.transform_point(side.X_b0, p0)
     sd = shape_sdf_world(side.type1, side.scale1, side.mesh1, side.X1, x, side.max_dist)
-    d = sd[3]
-    if d - thickness < sink.margin:
-        append_contact(sink, side.s0, side.s1, p0, thickness, wp.vec3(0.0))  # the solvers use shape 1's SDF
+    gap = sd[3] - thickness
+    if gap < sink.margin:
+        append_contact(sink, side.s0, side.s1, p0, thickness, wp.vec3(0.0), gap)  # the solvers use shape 1's SDF
     return sd
 
 
@@ -356,6 +358,8 @@ def narrow_phase_kernel(
     i = wp.tid()
     if i >= wp.min(pair_count[0], pair_capacity):
         return
+    if overflow_idle(sink.overflow, sink.contacts.count, sink.contacts.capacity):
+        return
     a = pairs[i][0]
     b = pairs[i][1]
     ta = shapes.type[a]
@@ -390,7 +394,14 @@ def detect_shape_contacts(model, state, contacts) -> None:
 
     if not shape_broad_phase(model).active:
         return
-    wp.launch(narrow_phase_kernel, dim=contacts.rigid_pair_max, device=model.device, record_tape=False,
-              inputs=[shape_geometry(model), state.body_q, contacts.rigid_pair, contacts.rigid_pair_count,
-                      contacts.rigid_pair_max],
-              outputs=[make_sink(model, contacts)])
+    inputs = [shape_geometry(model), state.body_q, contacts.rigid_pair, contacts.rigid_pair_count,
+              contacts.rigid_pair_max]
+    selection = overflow_selection(model)
+    sink = make_sink(model, contacts, selection.passes[0])  # made once (a struct costs ~20 us): passes swap in
+
+    def emit(overflow):
+        sink.overflow = overflow
+        wp.launch(narrow_phase_kernel, dim=contacts.rigid_pair_max, device=model.device, record_tape=False,
+                  inputs=inputs, outputs=[sink])
+
+    selection.run(emit, contacts.rigid_contact_count, contacts.rigid_contact_max)

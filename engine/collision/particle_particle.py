@@ -20,6 +20,7 @@ import warp as wp
 from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE
 from .contact_sink import PairList, append_pair, particle_pairs
+from .selection import Overflow, overflow_idle, overflow_selection
 
 # Detection only selects pairs (the force kernels recompute the geometry and carry the gradients): its
 # kernels are launched off the tape and need no adjoints.
@@ -205,6 +206,7 @@ def add_close_pairs(
     xri: wp.vec4,
     grid: SortedParticles,
     keep: PairFilter,
+    overflow: Overflow,
     out: PairList,
 ):
     """Pairs of i with the particles of slots [t0, t1) in cells (x_lo..x_hi, ci.y + dy, ci.z + dz) of i's world."""
@@ -214,11 +216,14 @@ def add_close_pairs(
         if cj[1] == ci[1] + dy and cj[2] == ci[2] + dz and cj[3] == ci[3] and cj[0] >= x_lo and cj[0] <= x_hi:
             xrj = grid.xr[t]
             d = wp.vec3(xrj[0] - xri[0], xrj[1] - xri[1], xrj[2] - xri[2])
-            reach = xri[3] + xrj[3] + keep.margin
-            if wp.dot(d, d) < reach * reach:
+            radii = xri[3] + xrj[3]
+            reach = radii + keep.margin
+            dd = wp.dot(d, d)
+            if dd < reach * reach:
                 j = grid.ids[t]
                 if not shares_element(i, j, keep.exclusion_offsets, keep.exclusions):
-                    append_pair(out, i, j)  # keeps counting past capacity: overflow is reported
+                    # keeps counting past capacity (overflow is reported) and then keeps the deepest pairs
+                    append_pair(out, overflow, i, j, wp.sqrt(dd) - radii)
 
 
 @wp.kernel
@@ -227,10 +232,14 @@ def detect_particle_pairs_kernel(
     keep: PairFilter,
     # Data in:
     grid: SortedParticles,
+    # In:
+    overflow: Overflow,
     # Data out:
     out: PairList,
 ):
     s = wp.tid()  # a sorted slot: neighbouring threads read neighbouring buckets
+    if overflow_idle(overflow, out.count, out.capacity):
+        return
     dim = grid.dim
     b = grid.keys[s]
     if b >= dim * dim * dim:
@@ -245,11 +254,11 @@ def detect_particle_pairs_kernel(
     # own row: the rest of the own cell, then the cell at x + 1 (the next bucket unless x wraps)
     if bx + 1 < dim:
         t1 = wp.max(slots[b][1], slots[b + 1][1])
-        add_close_pairs(s + 1, t1, ci[0], ci[0] + 1, ci, 0, 0, i, xri, grid, keep, out)
+        add_close_pairs(s + 1, t1, ci[0], ci[0] + 1, ci, 0, 0, i, xri, grid, keep, overflow, out)
     else:
-        add_close_pairs(s + 1, slots[b][1], ci[0], ci[0], ci, 0, 0, i, xri, grid, keep, out)
+        add_close_pairs(s + 1, slots[b][1], ci[0], ci[0], ci, 0, 0, i, xri, grid, keep, overflow, out)
         r = slots[b - bx]  # x + 1 wraps to the row's first bucket
-        add_close_pairs(r[0], r[1], ci[0] + 1, ci[0] + 1, ci, 0, 0, i, xri, grid, keep, out)
+        add_close_pairs(r[0], r[1], ci[0] + 1, ci[0] + 1, ci, 0, 0, i, xri, grid, keep, overflow, out)
     # the other forward rows (dy, dz) = (1, 0), (-1, 1), (0, 1), (1, 1), three cells each (x - 1 .. x + 1)
     for k in range(4):
         dy = 1
@@ -261,11 +270,11 @@ def detect_particle_pairs_kernel(
         row = (wrap_step(bz + dz, dim) * dim + wrap_step(by + dy, dim)) * dim
         if bx >= 1 and bx + 1 < dim:  # three consecutive buckets: one slot range
             r = run_of_three(row + bx - 1, slots)
-            add_close_pairs(r[0], r[1], ci[0] - 1, ci[0] + 1, ci, dy, dz, i, xri, grid, keep, out)
+            add_close_pairs(r[0], r[1], ci[0] - 1, ci[0] + 1, ci, dy, dz, i, xri, grid, keep, overflow, out)
         else:
             for dx in range(-1, 2):
                 r = slots[row + wrap_step(bx + dx, dim)]
-                add_close_pairs(r[0], r[1], ci[0] + dx, ci[0] + dx, ci, dy, dz, i, xri, grid, keep, out)
+                add_close_pairs(r[0], r[1], ci[0] + dx, ci[0] + dx, ci, dy, dz, i, xri, grid, keep, overflow, out)
 
 
 class ParticleCellList:
@@ -330,5 +339,13 @@ def detect_particle_pairs(model, state, contacts) -> None:
         return  # point particles without margin: no distance is below a reach of 0
     grid = particle_cell_list(model, contacts)
     grid.build(state.particle_q, model.particle_radius, model.particle_flags, model.particle_world, cell_width)
-    wp.launch(detect_particle_pairs_kernel, dim=model.particle_count, device=model.device, record_tape=False,
-              inputs=[pair_filter(model), sorted_particles(grid)], outputs=[particle_pairs(contacts)])
+    inputs = [pair_filter(model), sorted_particles(grid)]
+    out = particle_pairs(contacts)
+
+    def emit(overflow):
+        wp.launch(detect_particle_pairs_kernel, dim=model.particle_count, device=model.device, record_tape=False,
+                  inputs=[*inputs, overflow], outputs=[out])
+
+    n = model.particle_count
+    overflow_selection(model).run(emit, contacts.particle_pair_count, contacts.particle_pair_max,
+                                  most=n * (n - 1) // 2)

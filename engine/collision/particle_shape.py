@@ -5,7 +5,8 @@ sphere comes within ``model.contact_margin`` of the shape, with the shape
 placed by ``shape_world_pose`` (its body's current pose from
 ``state.body_q``). Shapes without ``SHAPE_FLAG_COLLIDE_PARTICLES`` are skipped.
 Detection only selects pairs (not differentiated); the solvers recompute the
-distances, and make the force act on the shape's body too.
+distances, and make the force act on the shape's body too. When there are more
+candidates than ``soft_contact_max``, the deepest are kept (``selection.py``).
 """
 
 import warp as wp
@@ -13,6 +14,7 @@ import warp as wp
 from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE, SHAPE_FLAG_COLLIDE_PARTICLES
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at, shape_world_pose
+from .selection import Overflow, claim_slot, overflow_idle, overflow_selection
 
 
 @wp.struct
@@ -43,10 +45,13 @@ def detect_particle_shape_kernel(
     body_q: wp.array(dtype=wp.transform),
     # In:
     margin: float,
+    overflow: Overflow,
     # Data out:
     out: SoftContacts,
 ):
     p, s = wp.tid()
+    if overflow_idle(overflow, out.count, out.capacity):
+        return
     if (particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
         return
     if (shape_flags[s] & SHAPE_FLAG_COLLIDE_PARTICLES) == 0:
@@ -54,26 +59,29 @@ def detect_particle_shape_kernel(
     w = shape_world[s]
     if w >= 0 and w != particle_world[p]:
         return
-    reach = particle_radius[p] + margin
-    sd = shape_sdf_at(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], reach + 1.0)
-    if sd[3] < reach:
-        slot = wp.atomic_add(out.count, 0, 1)
-        if slot < out.capacity:
+    r = particle_radius[p]
+    sd = shape_sdf_at(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], r + margin + 1.0)
+    gap = sd[3] - r  # negative: the particle overlaps the shape
+    if gap < margin:
+        slot = claim_slot(overflow, out.count, out.capacity, gap)
+        if slot >= 0:
             out.particle[slot] = p
             out.shape[slot] = s
 
 
 def detect_particle_shape_contacts(model, state, contacts) -> None:
-    """Stage: every (particle, shape) pair closer than radius + margin becomes a contact candidate."""
+    """Stage: every (particle, shape) pair closer than radius + margin becomes a contact candidate (the deepest
+    ``soft_contact_max`` of them when there are more: ``selection.py``)."""
     if model.particle_count == 0 or model.shape_count == 0:
         return
-    # detection only selects candidates (integers): off the tape, so a backward pass does not replay it
-    wp.launch(
-        detect_particle_shape_kernel,
-        dim=(model.particle_count, model.shape_count),
-        record_tape=False,
-        inputs=[model.particle_radius, model.particle_flags, model.particle_world, shape_geometry(model),
-                model.shape_world, model.shape_flags, state.particle_q, state.body_q, model.contact_margin],
-        outputs=[soft_contacts(contacts)],
-        device=model.device,
-    )
+    out = soft_contacts(contacts)
+    inputs = [model.particle_radius, model.particle_flags, model.particle_world, shape_geometry(model),
+              model.shape_world, model.shape_flags, state.particle_q, state.body_q, model.contact_margin]
+
+    def emit(overflow):
+        # detection only selects candidates (integers): off the tape, so a backward pass does not replay it
+        wp.launch(detect_particle_shape_kernel, dim=(model.particle_count, model.shape_count), record_tape=False,
+                  inputs=[*inputs, overflow], outputs=[out], device=model.device)
+
+    overflow_selection(model).run(emit, contacts.soft_contact_count, contacts.soft_contact_max,
+                                  most=model.particle_count * model.shape_count)

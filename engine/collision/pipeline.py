@@ -93,6 +93,7 @@ class CollisionPipeline:
         self._model = weakref.ref(model)  # the model owns its pipeline, not the other way round
         self._broad_phase = None
         self._cell_lists = {}
+        self._overflow_selection = None
         self._history = weakref.WeakKeyDictionary()  # contacts -> (tape ref, entry index, entry, snapshots)
 
     @property
@@ -118,9 +119,18 @@ class CollisionPipeline:
             grid = self._cell_lists[int(grid_dim)] = ParticleCellList(model.particle_count, grid_dim, model.device)
         return grid
 
+    def overflow_selection(self):
+        """The scratch that keeps a full list's deepest candidates (``selection.py``; allocates on first use)."""
+        if self._overflow_selection is None:
+            from .selection import OverflowSelection
+
+            self._overflow_selection = OverflowSelection(self.model.device)
+        return self._overflow_selection
+
     def prepare(self, contacts: Contacts) -> None:
         """Allocate every buffer a ``collide`` into ``contacts`` needs, so that it can be captured."""
         model = self.model
+        self.overflow_selection()
         if model.particle_collide and model.particle_count:
             self.cell_list(contacts.grid_dim)
         if model.body_count and model.shape_count > 1:

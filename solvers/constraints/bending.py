@@ -21,7 +21,7 @@ def solve_bending_constraints_kernel(
     properties: wp.array2d(dtype=float),
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=float),
     # In:
     scale: wp.array(dtype=float),
@@ -35,10 +35,17 @@ def solve_bending_constraints_kernel(
     j = indices[t, 1]
     k = indices[t, 2]
     l = indices[t, 3]
-    x1 = x[i]
-    x2 = x[j]
-    x3 = x[k]
-    x4 = x[l]
+    # the four points relative to the first one's start (the angle does not depend on where they are; the
+    # differences keep float32's precision far from the origin: step-local, jacobi.py)
+    m1 = dx[i]
+    m2 = dx[j]
+    m3 = dx[k]
+    m4 = dx[l]
+    o = x_start[i]
+    x1 = m1
+    x2 = (x_start[j] - o) + m2
+    x3 = (x_start[k] - o) + m3
+    x4 = (x_start[l] - o) + m4
     lam = lambda_in[t]
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x1, x2, x3, x4)
     dlam = float(0.0)
@@ -48,8 +55,7 @@ def solve_bending_constraints_kernel(
         w3 = inv_mass[k]
         w4 = inv_mass[l]
         wsum = w1 * wp.dot(d1, d1) + w2 * wp.dot(d2, d2) + w3 * wp.dot(d3, d3) + w4 * wp.dot(d4, d4)
-        rate = (wp.dot(d1, x1 - x_start[i]) + wp.dot(d2, x2 - x_start[j]) + wp.dot(d3, x3 - x_start[k])
-                + wp.dot(d4, x4 - x_start[l]))
+        rate = wp.dot(d1, m1) + wp.dot(d2, m2) + wp.dot(d3, m3) + wp.dot(d4, m4)
         ke = properties[t, 0]
         # damped_multiplier_step takes a "modulus x measure": ke itself, measure 1
         dlam = damped_multiplier_step(theta - rest_angle[t], lam, wsum, rate, ke, 1.0, properties[t, 1], dt,

@@ -17,7 +17,8 @@ add a correction to the iteration's accumulator, which
 ``jacobi.apply_body_corrections`` applies. The frames of every body on an
 iterate (centre of mass, split world inverse inertia) are computed once per
 iterate (:func:`eval_body_frames`, then by ``apply_body_corrections``) and
-read by the contacts (:func:`cached_body_frame`).
+read by the contacts (:func:`cached_body_frame`). :func:`point_motion` is how far a material point
+moved since the step began, from the body's step-local motion (friction, depenetration, joint rates).
 """
 
 import warp as wp
@@ -183,8 +184,18 @@ def add_angular(delta: wp.array(dtype=wp.spatial_vector), b: int, f: BodyFrame, 
 
 
 @wp.func
-def start_of_step(X_now: wp.transform, X_start: wp.transform, b: int, x: wp.vec3):
-    """Where the material point of body ``b`` now at ``x`` was when the step began (the world: ``x``)."""
+def point_motion(motion: wp.array(dtype=wp.transform), f: BodyFrame, b: int, x: wp.vec3):
+    """How far the material point of body ``b`` now at world ``x`` moved since the step began [m] (the world: 0).
+
+    ``motion[b]`` = (dc, dq) is the body's motion this step (``integrators/xpbd.py``) and ``f`` its frame on
+    the current iterate. With r = x - c the lever arm now and dq^-1 r the one at the start, the point moved by
+    dc + r - dq^-1 r; the rotation's part is written as 2 w (v x r) - 2 v x (v x r) (dq = (v, w)), which stays
+    as precise as the (small) rotation itself wherever the body is: no difference of two world positions.
+    """
     if b < 0:
-        return x
-    return wp.transform_point(X_start, wp.transform_point(wp.transform_inverse(X_now), x))
+        return wp.vec3(0.0)
+    m = motion[b]
+    dq = wp.transform_get_rotation(m)
+    v = wp.vec3(dq[0], dq[1], dq[2])
+    vxr = wp.cross(v, x - f.com)
+    return wp.transform_get_translation(m) + 2.0 * dq[3] * vxr - 2.0 * wp.cross(v, vxr)

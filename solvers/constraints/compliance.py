@@ -6,8 +6,19 @@ increment on one Jacobi iterate is
 
     dlambda = s (-C - alpha~ lambda - gamma grad C . (x - x_start)) / ((1 + gamma) sum_i w_i |grad_i C|^2 + alpha~)
 
-with alpha~ = alpha / dt^2 and s the element's Jacobi scale (``jacobi.jacobi_scales``). The triangle,
-tetrahedron and bending constraints share it.
+with alpha~ = alpha / dt^2 and s the element's Jacobi scale (``jacobi.jacobi_scales``). The springs,
+triangles, tetrahedra and bending edges share it.
+
+**Limits without NaN.** alpha~ = 1 / (k measure dt^2) overflows float32 for a soft constraint or a tiny
+step (k <= 1e-32 N/m at dt = 1e-3 s, or dt <= 1e-22 s at k = 1: inf, then inf * 0 = NaN). Multiplied
+through by beta = k measure dt^2 = 1 / alpha~ the same increment reads
+
+    dlambda = s (-beta C - lambda - kd measure dt grad C . (x - x_start))
+              / ((beta + kd measure dt) sum_i w_i |grad_i C|^2 + 1)
+
+which is finite for every beta >= 0 (beta -> 0: the constraint lets go, dlambda = -lambda). It is used
+while beta < 1 and the form above (finite for beta >= 1) otherwise: the same number in exact
+arithmetic, so the switch is no kink.
 """
 
 import warp as wp
@@ -18,12 +29,17 @@ def damped_multiplier_step(c: float, lam: float, wsum: float, rate: float, k: fl
                            dt: float, s: float):
     """XPBD's multiplier increment for constraint value ``c`` of an energy (k measure / 2) C^2.
 
-    alpha~ = 1 / (k measure dt^2), gamma = kd / (k dt); ``wsum`` = sum_i w_i |grad_i C|^2,
-    ``rate`` = grad C . (x - x_start); ``s`` the Jacobi scale. Zero when k <= 0 (inactive).
+    ``wsum`` = sum_i w_i |grad_i C|^2, ``rate`` = grad C . (x - x_start), ``kd`` the damping (gamma = kd / (k dt)),
+    ``s`` the Jacobi scale. Zero when k <= 0 (inactive). Finite for any k > 0 and dt > 0 (module docstring).
     """
     dlam = float(0.0)
     if k > 0.0 and wsum > 1.0e-20:
-        alpha_t = 1.0 / (k * measure * dt * dt)
-        gamma = kd / (k * dt)
-        dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
+        beta = k * measure * dt * dt  # 1 / alpha~
+        damping = kd * measure * dt  # gamma beta
+        if beta >= 1.0:
+            alpha_t = 1.0 / beta
+            gamma = damping * alpha_t
+            dlam = s * (-c - alpha_t * lam - gamma * rate) / ((1.0 + gamma) * wsum + alpha_t)
+        else:
+            dlam = s * (-beta * c - lam - damping * rate) / ((beta + damping) * wsum + 1.0)
     return dlam

@@ -6,6 +6,8 @@ multiplier increment (Macklin, Müller & Chentanez 2016, with their damping term
     dlambda = (-C - alpha~ lambda - gamma grad C . (x - x_n)) / ((1 + gamma) sum_i w_i |grad_i C|^2 + alpha~)
     alpha~ = alpha / dt^2,   gamma = alpha kd / dt
 
+(evaluated multiplied through by ke dt^2, ``compliance.py``, so that no stiffness or step is too small),
+
 scales it by s = omega / sqrt(max(n_i, n_j)) (n: constraints on a particle;
 see ``jacobi_scales``, so that constraints sharing a particle do not
 overshoot together), and adds w_i grad_i C s dlambda to its particles'
@@ -18,8 +20,8 @@ pass. A spring with ke <= 0 is inactive.
 
 import warp as wp
 
+from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
-
 
 
 @wp.kernel
@@ -32,7 +34,7 @@ def solve_distance_constraints_kernel(
     damping: wp.array(dtype=float),
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=float),
     # In:
     scale: wp.array(dtype=float),
@@ -48,18 +50,18 @@ def solve_distance_constraints_kernel(
     wi = inv_mass[i]
     wj = inv_mass[j]
     ke = stiffness[c]
-    d = x[i] - x[j]
+    # x_i - x_j from the start positions' difference and the displacements' (step-local: jacobi.py)
+    mi = dx[i]
+    mj = dx[j]
+    d = (x_start[i] - x_start[j]) + (mi - mj)
     length = wp.length(d)
     dlam = float(0.0)
     # one store of lambda_out at the end: a second store to the same element would get its adjoint twice
     if wi + wj > 0.0 and ke > 0.0 and length > 1.0e-12:
         n = d / length
-        alpha = 1.0 / ke
-        alpha_t = alpha / (dt * dt)
-        gamma = alpha * damping[c] / dt
-        rate = wp.dot(n, (x[i] - x_start[i]) - (x[j] - x_start[j]))
-        dlam = scale[c] * (-(length - rest_length[c]) - alpha_t * lam - gamma * rate) / (
-            (1.0 + gamma) * (wi + wj) + alpha_t)
+        # compliance 1 / ke: an energy (ke / 2) C^2, "measure" 1
+        dlam = damped_multiplier_step(length - rest_length[c], lam, wi + wj, wp.dot(n, mi - mj), ke, 1.0,
+                                      damping[c], dt, scale[c])
         wp.atomic_add(delta, i, n * (wi * dlam))
         wp.atomic_sub(delta, j, n * (wj * dlam))
     lambda_out[c] = lam + dlam

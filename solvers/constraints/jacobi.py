@@ -5,6 +5,12 @@ accumulator (``delta``, ``body_delta``); :func:`apply_corrections` and :func:`ap
 then write iterate k + 1 = iterate k + the summed corrections into a new row: every iterate stays
 available to a recorded tape.
 
+**Step-local iterates.** The iterates are what moved since the step began (``integrators/xpbd.py``):
+particle displacements dx (x = x_start + dx), and each body's motion (centre of mass displacement,
+rotation) with its pose rebuilt from the step's start. A constraint reads differences of positions as
+the difference of the start positions plus that of the displacements, and slips and rates from the
+displacements alone, so nothing depends on how far from the origin the scene is.
+
 **Particles.** The constraint kernels scale their corrections by the per-element factors of
 :func:`jacobi_scales` (relaxation and mass splitting); contacts are applied in full.
 
@@ -23,8 +29,8 @@ cube corner 3/m of its 4/m), which cancels only in their sum, so full splitting 
 contact by 1/4 per iteration; 1/sqrt(n) by 1/2 (measured: the settling of a 5-box stack and the
 creep of a box stuck on a slope fall 2-5x). At convergence the multipliers (lambda / dt^2 is a
 constraint's force) are the physical ones whatever s is. The counts are integers and carry no
-gradient. :func:`apply_body_corrections` moves each body by its summed (dx, dtheta) (dtheta as a
-first-order quaternion update, renormalized).
+gradient. :func:`apply_body_corrections` adds each body's summed (dx, dtheta) to its motion (dtheta as
+a first-order quaternion update of the motion's rotation, renormalized).
 """
 
 import numpy as np
@@ -33,6 +39,7 @@ import warp as wp
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry
+from ...integrators.xpbd import pose_from_motion
 from ..step_data import stage
 from .body_frames import world_frame
 
@@ -150,10 +157,10 @@ def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multi
     """The stage ``fn(model, data, k)`` of a per-element constraint kernel on particle iterate k.
 
     The kernel reads ``particle_inv_mass`` and the model arrays named in ``arrays`` (its ``# Model:``
-    group), then the step's start positions, iterate k and the multipliers of iterate k (buffer
-    ``multipliers``), the element's Jacobi scales (``jacobi_scales()[scale]``) and dt, and writes
-    iteration k's corrections and the multipliers of iterate k + 1. ``count``: the model attribute
-    counting the elements.
+    group), then the step's start positions, displacement iterate k (the particles' motion since the
+    step began: x = x_start + dx) and the multipliers of iterate k (buffer ``multipliers``), the
+    element's Jacobi scales (``jacobi_scales()[scale]``) and dt, and writes iteration k's corrections
+    and the multipliers of iterate k + 1. ``count``: the model attribute counting the elements.
     """
 
     @stage(name)
@@ -165,7 +172,7 @@ def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multi
         lam = getattr(rows, multipliers)
         wp.launch(kernel, dim=n, device=model.device,
                   inputs=[model.particle_inv_mass, *(getattr(model, a) for a in arrays), data.state_in.particle_q,
-                          rows.x[k], lam[k], data.solver.scales[scale], data.dt],
+                          rows.dx[k], lam[k], data.solver.scales[scale], data.dt],
                   outputs=[rows.delta[k], lam[k + 1]])
 
     solve.__doc__ = f"Stage: the constraints of every element counted by ``model.{count}`` on particle iterate k."
@@ -209,13 +216,13 @@ def add_corrections(model, count: int, x, delta, x_out) -> None:
     wp.launch(ADD_CORRECTIONS[x.dtype], dim=count, inputs=[x, delta], outputs=[x_out], device=model.device)
 
 
-@stage("iteration {0}", writes=lambda data, k: {"x": data.buffers.rows.x[k + 1]})
+@stage("iteration {0}", writes=lambda data, k: {"dx": data.buffers.rows.dx[k + 1]})
 def apply_corrections(model, data, k: int) -> None:
-    """Stage: particle iterate k + 1 = iterate k + iteration k's summed corrections."""
+    """Stage: particle displacement iterate k + 1 = iterate k + iteration k's summed corrections."""
     if model.particle_count == 0:
         return
     rows = data.buffers.rows
-    add_corrections(model, model.particle_count, rows.x[k], rows.delta[k], rows.x[k + 1])
+    add_corrections(model, model.particle_count, rows.dx[k], rows.delta[k], rows.dx[k + 1])
 
 
 @wp.kernel
@@ -224,29 +231,31 @@ def apply_body_corrections_kernel(
     body_com: wp.array(dtype=wp.vec3),
     body_inv_inertia: wp.array(dtype=wp.mat33),
     # Data in:
-    pose: wp.array(dtype=wp.transform),
+    body_q_start: wp.array(dtype=wp.transform),
+    motion: wp.array(dtype=wp.transform),
     split: wp.array(dtype=float),
     delta: wp.array(dtype=wp.spatial_vector),
     # Data out:
+    motion_out: wp.array(dtype=wp.transform),
     pose_out: wp.array(dtype=wp.transform),
     com_out: wp.array(dtype=wp.vec3),
     inv_inertia_out: wp.array(dtype=wp.mat33),
 ):
     b = wp.tid()
-    X = pose[b]
+    M = motion[b]
     d = delta[b]
-    dx = wp.spatial_top(d)
     dtheta = wp.spatial_bottom(d)
-    com = body_com[b]
-    q = wp.transform_get_rotation(X)
-    q_new = q + wp.quat(dtheta[0], dtheta[1], dtheta[2], 0.0) * q * 0.5
+    dq = wp.transform_get_rotation(M)
+    dq_new = dq + wp.quat(dtheta[0], dtheta[1], dtheta[2], 0.0) * dq * 0.5
     # Always the full update, so a correction that happens to be exactly zero still carries its derivative;
-    # only the renormalization is skipped when nothing turned: then q_new is q bit for bit, the com terms
-    # below cancel exactly, and an untouched body keeps its pose bit for bit.
+    # only the renormalization is skipped when nothing turned: then dq_new is dq bit for bit and an untouched
+    # body keeps its pose bit for bit.
     if wp.length_sq(dtheta) > 0.0:
-        q_new = wp.normalize(q_new)
-    p_new = wp.transform_get_translation(X) + dx + (wp.quat_rotate(q, com) - wp.quat_rotate(q_new, com))
-    X_new = wp.transform(p_new, q_new)
+        dq_new = wp.normalize(dq_new)
+    M_new = wp.transform(wp.transform_get_translation(M) + wp.spatial_top(d), dq_new)
+    motion_out[b] = M_new
+    com = body_com[b]
+    X_new = pose_from_motion(body_q_start[b], com, M_new)
     pose_out[b] = X_new
     com_w, inv_inertia_w = world_frame(X_new, com, body_inv_inertia[b], split[b])
     com_out[b] = com_w
@@ -255,11 +264,17 @@ def apply_body_corrections_kernel(
 
 @stage("iteration {0}", writes=lambda data, k: {"body_q": data.buffers.rows.body_q[k + 1]})
 def apply_body_corrections(model, data, k: int) -> None:
-    """Stage: body iterate k + 1 = iterate k moved by iteration k's summed corrections, and its body frames."""
+    """Stage: body iterate k + 1 = iterate k moved by iteration k's summed corrections, and its body frames.
+
+    The corrections add to the bodies' motion since the step began (``body_motion``, step-local: see
+    ``integrators/xpbd.py``); the poses are rebuilt from it and the step's start.
+    """
     if model.body_count == 0:
         return
     b = data.buffers
     rows = b.rows
     wp.launch(apply_body_corrections_kernel, dim=model.body_count, device=model.device,
-              inputs=[model.body_com, model.body_inv_inertia, rows.body_q[k], b.split, rows.body_delta[k]],
-              outputs=[rows.body_q[k + 1], rows.frame_com[k + 1], rows.frame_inv_inertia[k + 1]])
+              inputs=[model.body_com, model.body_inv_inertia, data.state_in.body_q, rows.body_motion[k], b.split,
+                      rows.body_delta[k]],
+              outputs=[rows.body_motion[k + 1], rows.body_q[k + 1], rows.frame_com[k + 1],
+                       rows.frame_inv_inertia[k + 1]])

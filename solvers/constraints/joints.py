@@ -28,11 +28,23 @@ adds the corrections (``body_frames``' primitives, with mass splitting):
       dlambda = (-ke dt^2 C - lambda - kd dt (q - q_start - dt qd_target)) / ((ke dt^2 + kd dt) w + 1),
 
   which converges to the implicit PD force ke (q_target - q) + kd (qd_target - qd)
-  (lambda / dt^2) and stays finite for ke = 0 (a pure velocity drive). q_start is
-  the coordinate at the step's input poses, computed from ``state_in.body_q``
-  (as ``eval_ik`` would; never read from ``State.joint_q``, so a step depends on
-  the bodies alone and checkpointed rollouts restore all it needs). Revolute
-  angles are measured in [-pi, pi] (``twist_angle``): targets belong in that range.
+  (lambda / dt^2) and stays finite for ke = 0 (a pure velocity drive). q - q_start,
+  how far the coordinate moved since the step began, comes from the bodies'
+  step-local motion (``integrators/xpbd.py``: the child's rotation relative to the
+  parent's about the axis, or the anchors' separation along it) and the input
+  poses (never from ``State.joint_q``, so a step depends on the bodies alone and
+  checkpointed rollouts restore all it needs). Revolute angles are measured in
+  [-pi, pi] (``twist_angle``): targets belong in that range.
+
+**Far from the origin.** The anchors' separation d is the one at the step's start
+(the input poses' positions subtracted before the joint frames' offsets are added,
+:func:`anchor_separation`) plus how far each anchor moved since (``point_motion``):
+never the difference of two world positions rounded to float32's spacing, so a
+chain behaves the same at any distance from the origin and its error shrinks with
+the step (a world position tens of metres out is spaced 2e-6 m; over dt = 1e-4 s
+that was a velocity error of 0.02 m/s per step, and a passive 7-DoF arm's error
+grew as dt shrank). Compliant rows are solved in a form that stays finite for any
+compliance and step (:func:`solve_compliant_rows`).
 
 The multipliers are kept per iteration (attachment (3), alignment (3), limit,
 drive: eight per joint); lambda / dt^2 is the row's force [N] or torque [N m]
@@ -54,21 +66,13 @@ from .body_frames import (
     angular_inv_mass,
     body_frame,
     point_inv_mass_matrix,
+    point_motion,
     positional_inv_mass,
     solve_rows,
 )
 
 # a joint's multipliers: attachment (3), alignment (3), limit, drive
 vec8 = wp.types.vector(length=8, dtype=float)
-
-
-@wp.func
-def wrap_angle(a: float):
-    if a > wp.pi:
-        a = a - 2.0 * wp.pi
-    elif a < -wp.pi:
-        a = a + 2.0 * wp.pi
-    return a
 
 
 @wp.func
@@ -80,6 +84,44 @@ def limit_violation(q: float, lower: float, upper: float):
     elif q < lower:
         v = q - lower
     return v
+
+
+@wp.func
+def anchor_separation(X_p: wp.transform, J_p: wp.transform, X_c: wp.transform, J_c: wp.transform):
+    """origin(X_c J_c) - origin(X_p J_p) for body poses X and joint frames J, summed so that the bodies' world
+    positions cancel before the (small) rotated offsets are added: as precise far from the origin as near it
+    (for the world as parent, X_p is the identity and J_p's origin cancels the child's position instead)."""
+    base = wp.transform_get_translation(X_c) - wp.transform_get_translation(X_p)
+    return (base - wp.transform_vector(X_p, wp.transform_get_translation(J_p))) + wp.transform_vector(
+        X_c, wp.transform_get_translation(J_c))
+
+
+@wp.func
+def body_rotation(motion: wp.array(dtype=wp.transform), b: int):
+    """Body ``b``'s rotation since the step began (world frame; the world: none)."""
+    if b < 0:
+        return wp.quat_identity()
+    return wp.transform_get_rotation(motion[b])
+
+
+@wp.func
+def solve_compliant_rows(K: wp.mat33, compliance: float, dt2: float, error: wp.vec3, lam: wp.vec3, axis: wp.vec3,
+                         in_plane: bool):
+    """The multiplier increment x of three rows with error ``error``, multipliers ``lam`` and ``compliance``:
+    (K + alpha~ 1) x = -error - alpha~ lam, alpha~ = compliance / dt^2 (``in_plane``: see ``solve_rows``).
+
+    Multiplied through by beta = 1 / alpha~ where alpha~ > 1, (beta K + 1) x = -beta error - lam: finite for any
+    compliance and step (a tiny dt would overflow alpha~; see ``compliance.py``)."""
+    x = wp.vec3(0.0)
+    if compliance <= dt2:
+        alpha = compliance / dt2  # <= 1 (0 when hard; dt2 > 0 here unless both are 0)
+        if dt2 == 0.0:
+            alpha = 0.0
+        x = solve_rows(K, alpha, -error - lam * alpha, axis, in_plane)
+    else:
+        beta = dt2 / compliance  # < 1
+        x = solve_rows(K * beta, 1.0, -error * beta - lam, axis, in_plane)
+    return x
 
 
 @wp.func
@@ -107,6 +149,7 @@ def solve_joints_kernel(
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
+    body_motion: wp.array(dtype=wp.transform),
     split: wp.array(dtype=float),
     lambda_in: wp.array(dtype=vec8),
     # In:
@@ -139,14 +182,20 @@ def solve_joints_kernel(
         axis = joints.axis[j]
         a_w = wp.transform_vector(X_wp, axis)
         dt2 = dt * dt
+        # the joint frames at the step's start (the input poses)
+        X_p0 = body_pose(body_q_start, p)
+        X_c0 = body_pose(body_q_start, c)
+        X_wp0 = X_p0 * joints.X_p[j]
 
-        # attachment: the anchors coincide (prismatic: off the axis only); three rows at once
-        d = anchor_c - anchor_p
+        # attachment: the anchors coincide (prismatic: off the axis only); three rows at once. Their separation
+        # is the one at the step's start plus how far each anchor moved since (step-local: the world positions
+        # of the anchors, rounded to float32's spacing tens of metres out, never enter it)
+        sep0 = anchor_separation(X_p0, joints.X_p[j], X_c0, joints.X_c[j])
+        d = sep0 + (point_motion(body_motion, fc, c, anchor_c) - point_motion(body_motion, fp, p, anchor_p))
         prismatic = t == JOINT_PRISMATIC
-        alpha = attach_compliance / dt2
         lam_attach = wp.vec3(lam[0], lam[1], lam[2])
         K = point_inv_mass_matrix(fc, r_c) + point_inv_mass_matrix(fp, r_p)
-        d_attach = relaxation * solve_rows(K, alpha, -d - lam_attach * alpha, a_w, prismatic)
+        d_attach = relaxation * solve_compliant_rows(K, attach_compliance, dt2, d, lam_attach, a_w, prismatic)
         add_positional(delta, c, fc, split, r_c, d_attach)
         add_positional(delta, p, fp, split, r_p, -d_attach)
 
@@ -163,36 +212,29 @@ def solve_joints_kernel(
             e = wp.cross(a_w, wp.transform_vector(X_wc, axis))
         d_align = wp.vec3(0.0)
         if t == JOINT_FIXED or t == JOINT_PRISMATIC or t == JOINT_REVOLUTE:
-            alpha = angular_compliance / dt2
             lam_align = wp.vec3(lam[3], lam[4], lam[5])
             A = fc.inv_inertia + fp.inv_inertia
-            d_align = relaxation * solve_rows(A, alpha, -e - lam_align * alpha, a_w, t == JOINT_REVOLUTE)
+            d_align = relaxation * solve_compliant_rows(A, angular_compliance, dt2, e, lam_align, a_w,
+                                                        t == JOINT_REVOLUTE)
             add_angular(delta, c, fc, split, d_align)
             add_angular(delta, p, fp, split, -d_align)
 
         # limits and drive act on the joint coordinate q along / about a_w
         if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
             ds = joints.qd_start[j]
-            # the coordinate at the step's start, from the input poses
-            X_wp0 = body_pose(body_q_start, p) * joints.X_p[j]
-            X_wc0 = body_pose(body_q_start, c) * joints.X_c[j]
-            q0 = float(0.0)
-            if t == JOINT_REVOLUTE:
-                q0 = twist_angle(wp.quat_inverse(wp.transform_get_rotation(X_wp0)) * wp.transform_get_rotation(X_wc0),
-                                 axis)
-            else:
-                q0 = wp.dot(wp.transform_vector(X_wp0, axis),
-                            wp.transform_get_translation(X_wc0) - wp.transform_get_translation(X_wp0))
+            a_w0 = wp.transform_vector(X_wp0, axis)  # the axis at the step's start
             q = float(0.0)
-            moved = float(0.0)
+            moved = float(0.0)  # how far q moved since the step began, from the bodies' motion (step-local)
             w = float(0.0)
             if t == JOINT_REVOLUTE:
                 q = twist_angle(wp.quat_inverse(q_p) * q_c, axis)
-                moved = wrap_angle(q - q0)
+                # the child's rotation relative to the parent's since the step began, about the axis
+                moved = twist_angle(wp.quat_inverse(body_rotation(body_motion, p)) * body_rotation(body_motion, c),
+                                    a_w0)
                 w = angular_inv_mass(fc, a_w) + angular_inv_mass(fp, a_w)
             else:
-                q = wp.dot(a_w, anchor_c - anchor_p)
-                moved = q - q0
+                q = wp.dot(a_w, d)
+                moved = q - wp.dot(a_w0, sep0)
                 w = positional_inv_mass(fc, r_c, a_w) + positional_inv_mass(fp, r_p, a_w)
             if w > 0.0:
                 violation = limit_violation(q, limit_lower[ds], limit_upper[ds])
@@ -222,7 +264,8 @@ def solve_joints(model, data, k: int) -> None:
     wp.launch(solve_joints_kernel, dim=model.joint_count, device=model.device,
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.joints, model.joint_limit_lower,
                       model.joint_limit_upper, model.joint_target_ke, model.joint_target_kd, data.state_in.body_q,
-                      target_pos, target_vel, rows.body_q[k], data.buffers.split, rows.joint_lambda[k],
+                      target_pos, target_vel, rows.body_q[k], rows.body_motion[k], data.buffers.split,
+                      rows.joint_lambda[k],
                       solver.joint_linear_compliance, solver.joint_angular_compliance, solver.relaxation, data.dt],
               outputs=[rows.body_delta[k], rows.joint_lambda[k + 1]])
 

@@ -21,8 +21,18 @@ see ``jacobi``), and the particle and the body receive equal and
 opposite impulses, so linear momentum is conserved. Friction limits the slip
 of the particle relative to the body's material point under it, with the
 same budget mu * depth. A kinematic body pushes particles and takes nothing
-back; a static shape gives bitwise the corrections it gave before bodies
-existed. No restitution and no velocity pass for particle contacts.
+back. No restitution and no velocity pass for particle contacts.
+
+**Initial overlaps** (:func:`contact_push`): a contact pushes its pair apart by
+its depth, but never further than a relative motion of ``max_push`` = the
+solver's ``max_depenetration_velocity`` x dt along the normal since the step
+began. A contact that a step creates (the pair approached by more than it
+overlaps) is unaffected; an overlap that was there when the step began (two
+particles created inside each other, a particle that sank in while its
+contact buffer was full) separates at that speed instead of depth / dt (two
+radius-0.1 m particles 0.08 m apart used to leave at 144 m/s at dt = 1/2400 s).
+Motions are step-local (``jacobi.py``): friction and the push read the
+displacement since the step began, exact at any distance from the origin.
 """
 
 import warp as wp
@@ -35,9 +45,9 @@ from .body_frames import (
     add_positional,
     body_frame,
     point_inv_mass_matrix,
+    point_motion,
     positional_inv_mass,
     solve_rows,
-    start_of_step,
 )
 
 
@@ -53,6 +63,18 @@ def friction_correction(motion_t: wp.vec3, limit: float):
     return result
 
 
+@wp.func
+def contact_push(depth: float, normal_motion: float, max_push: float):
+    """How far a contact pushes its pair apart this iteration [m]: the depth, but no further than a relative
+    motion of ``max_push`` (= max depenetration speed x dt) along the normal since the step began.
+
+    A contact made this step (the pair approached: ``normal_motion`` < 0) pushes out its whole depth as
+    before; an overlap present when the step began (``depth`` > -``normal_motion``) separates at no more than
+    the max depenetration speed instead of depth / dt.
+    """
+    return wp.min(depth, max_push - normal_motion)
+
+
 @wp.kernel
 def solve_shape_contacts_kernel(
     # Model:
@@ -65,11 +87,13 @@ def solve_shape_contacts_kernel(
     shape_mu: wp.array(dtype=float),
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
-    body_q_start: wp.array(dtype=wp.transform),
     contacts: SoftContacts,
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     body_q: wp.array(dtype=wp.transform),
+    body_motion: wp.array(dtype=wp.transform),
     body_split: wp.array(dtype=float),
+    # In:
+    max_push: float,
     # Data out:
     delta: wp.array(dtype=wp.vec3),
     body_delta: wp.array(dtype=wp.spatial_vector),
@@ -81,26 +105,25 @@ def solve_shape_contacts_kernel(
     s = contacts.shape[c]
     b = shapes.body[s]
     r = radius[p]
-    xp = x[p]
+    xp = x_start[p] + dx[p]
     if b < 0:
         # a static shape: the particle alone moves
         if inv_mass[p] == 0.0:
             return
         sd = shape_sdf_at(shapes, s, shapes.transform[s], xp, 2.0 * r + 1.0)
-        depth = r - sd[3]
-        if depth <= 0.0:
-            return
         n = wp.vec3(sd[0], sd[1], sd[2])
-        motion = xp - x_start[p]
+        motion = dx[p]
+        push = contact_push(r - sd[3], wp.dot(n, motion), max_push)
+        if push <= 0.0:
+            return
         motion_t = motion - n * wp.dot(n, motion)
-        corr = n * depth - friction_correction(motion_t, shape_mu[s] * depth)
+        corr = n * push - friction_correction(motion_t, shape_mu[s] * push)
         wp.atomic_add(delta, p, corr)
         return
     # a shape on a body: equal and opposite corrections, split by generalized inverse mass
     X = body_q[b] * shapes.transform[s]
     sd = shape_sdf_at(shapes, s, X, xp, 2.0 * r + 1.0)
-    depth = r - sd[3]
-    if depth <= 0.0:
+    if r - sd[3] <= 0.0:
         return
     n = wp.vec3(sd[0], sd[1], sd[2])
     fb = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, body_split, b)
@@ -110,11 +133,14 @@ def solve_shape_contacts_kernel(
     w_n = wp_ + positional_inv_mass(fb, rb, n)
     if w_n == 0.0:
         return
-    # the particle's tangential motion relative to the body's material point under it, since the step began
-    motion = (xp - x_start[p]) - (surface - start_of_step(fb.pose, body_q_start[b], b, surface))
+    # the particle's motion relative to the body's material point under it, since the step began
+    motion = dx[p] - point_motion(body_motion, fb, b, surface)
+    push = contact_push(r - sd[3], wp.dot(n, motion), max_push)
+    if push <= 0.0:
+        return
     motion_t = motion - n * wp.dot(n, motion)
-    slip = friction_correction(motion_t, shape_mu[s] * depth)
-    impulse = n * (depth / w_n)
+    slip = friction_correction(motion_t, shape_mu[s] * push)
+    impulse = n * (push / w_n)
     # the tangential impulse that removes `slip`, solved in the tangent plane with the pair's inverse mass
     # matrix: no slip direction to normalize, so a contact that sticks exactly (slip 0) keeps its derivative
     K = wp.identity(n=3, dtype=float) * wp_ + point_inv_mass_matrix(fb, rb)
@@ -125,13 +151,14 @@ def solve_shape_contacts_kernel(
 
 @wp.func
 def solve_particle_pair(
-    x: wp.array(dtype=wp.vec3),
     x_start: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     radius: wp.array(dtype=float),
     inv_mass: wp.array(dtype=float),
     i: int,
     j: int,
     mu: float,
+    max_push: float,
     delta: wp.array(dtype=wp.vec3),
 ):
     wi = inv_mass[i]
@@ -139,15 +166,18 @@ def solve_particle_pair(
     w = wi + wj
     if w == 0.0:
         return
-    d = x[i] - x[j]
+    rel = dx[i] - dx[j]
+    d = (x_start[i] - x_start[j]) + rel
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
     if depth <= 0.0 or dist < 1.0e-12:
         return
     n = d / dist
-    rel = (x[i] - x_start[i]) - (x[j] - x_start[j])
+    push = contact_push(depth, wp.dot(n, rel), max_push)
+    if push <= 0.0:
+        return
     rel_t = rel - n * wp.dot(n, rel)
-    corr = n * depth - friction_correction(rel_t, mu * depth)
+    corr = n * push - friction_correction(rel_t, mu * push)
     # split by inverse mass: equal and opposite impulses, so momentum is conserved
     wp.atomic_add(delta, i, corr * (wi / w))
     wp.atomic_sub(delta, j, corr * (wj / w))
@@ -162,9 +192,10 @@ def solve_particle_contacts_kernel(
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
     pairs: PairList,
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     # In:
     stride: int,
+    max_push: float,
     # Data out:
     delta: wp.array(dtype=wp.vec3),
 ):
@@ -173,7 +204,7 @@ def solve_particle_contacts_kernel(
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
-        solve_particle_pair(x, x_start, radius, inv_mass, pair[0], pair[1], mu, delta)
+        solve_particle_pair(x_start, dx, radius, inv_mass, pair[0], pair[1], mu, max_push, delta)
 
 
 @stage("particle-shape contact")
@@ -187,7 +218,8 @@ def solve_shape_contacts(model, data, k: int) -> None:
     wp.launch(solve_shape_contacts_kernel, dim=contacts.soft_contact_max, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
-                      state_in.body_q, data.soft_contacts, rows.x[k], rows.body_q[k], b.split],
+                      data.soft_contacts, rows.dx[k], rows.body_q[k], rows.body_motion[k], b.split,
+                      data.solver.max_depenetration_velocity * data.dt],
               outputs=[rows.delta[k], rows.body_delta[k]])
 
 
@@ -201,5 +233,5 @@ def solve_particle_contacts(model, data, k: int) -> None:
     rows = data.buffers.rows
     wp.launch(solve_particle_contacts_kernel, dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.particle_mu, data.state_in.particle_q,
-                      data.particle_pairs, rows.x[k], threads],
+                      data.particle_pairs, rows.dx[k], threads, data.solver.max_depenetration_velocity * data.dt],
               outputs=[rows.delta[k]])

@@ -14,9 +14,9 @@ import warp as wp
 
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
-from ...kinematics import body_pose, point_velocity
+from ...kinematics import point_velocity
 from ..step_data import stage
-from .body_frames import body_frame, start_of_step
+from .body_frames import body_frame, point_motion
 from .jacobi import add_corrections, split_factors
 
 
@@ -62,6 +62,7 @@ def prepare_contact_velocities_kernel(
     body_qd_start: wp.array(dtype=wp.spatial_vector),
     contacts: RigidContacts,
     body_q: wp.array(dtype=wp.transform),
+    body_motion: wp.array(dtype=wp.transform),
     split: wp.array(dtype=float),
     lam: wp.array(dtype=wp.vec2),
     # In:
@@ -84,8 +85,8 @@ def prepare_contact_velocities_kernel(
             rn0 = wp.cross(g.p0 - f0.com, n)
             rn1 = wp.cross(g.p1 - f1.com, n)
             # the normal velocity the contact points had when the step began (same material points)
-            start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
-            start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
+            start0 = g.p0 - point_motion(body_motion, f0, b0, g.p0)
+            start1 = g.p1 - point_motion(body_motion, f1, b1, g.p1)
             v_start = point_velocity(body_q_start, body_qd_start, body_com, b0, start0) - point_velocity(
                 body_q_start, body_qd_start, body_com, b1, start1)
             vn_start = wp.dot(n, v_start)
@@ -186,7 +187,7 @@ def solve_contact_velocities(model, data) -> None:
         wp.launch(prepare_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
                   inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                           model.shape_material_restitution, data.state_in.body_q, data.state_in.body_qd,
-                          data.rigid_contacts, data.state_out.body_q, b.contact_split, lam,
+                          data.rigid_contacts, data.state_out.body_q, b.rows.body_motion[-1], b.contact_split, lam,
                           solver.restitution_threshold],
                   outputs=[b.contact_rows])
     for k in range(iterations):

@@ -3,7 +3,13 @@
 Each candidate of ``Contacts.rigid_contact_*`` has its geometry
 re-evaluated on the current iterate by ``rigid_contact_geometry``; while the
 depth d > 0 the pair is pushed apart along the normal (dlambda_n = d / w,
-zero compliance). Friction is positional and Coulomb-bounded: the relative
+zero compliance), but no further than the solver's ``max_depenetration_velocity``
+x dt of relative normal motion since the step began (``particle_contacts.contact_push``:
+an overlap present at the step's start separates at that speed, not at d / dt).
+The slip is the contact points' relative motion since the step began, from the
+bodies' step-local motion (``body_frames.point_motion``): as precise at any
+distance from the origin (a sliding box stops where it does at the origin,
+also 100 m out). Friction is positional and Coulomb-bounded: the relative
 tangential displacement of the two contact points since the step began is
 undone while that keeps the accumulated lambda_t <= mu lambda_n (sticking),
 else lambda_t stops at mu lambda_n (sliding: the friction impulse is mu times
@@ -36,16 +42,16 @@ import warp as wp
 
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
-from ...kinematics import body_pose
 from ..step_data import stage
 from .body_frames import (
     add_positional,
     cached_body_frame,
     point_inv_mass_matrix,
+    point_motion,
     positional_inv_mass,
     solve_rows,
-    start_of_step,
 )
+from .particle_contacts import contact_push
 
 
 @wp.kernel
@@ -55,13 +61,15 @@ def solve_body_contacts_kernel(
     shapes: ShapeGeometry,
     shape_mu: wp.array(dtype=float),
     # Data in:
-    body_q_start: wp.array(dtype=wp.transform),
     contacts: RigidContacts,
     body_q: wp.array(dtype=wp.transform),
+    body_motion: wp.array(dtype=wp.transform),
     frame_com: wp.array(dtype=wp.vec3),
     frame_inv_inertia: wp.array(dtype=wp.mat33),
     split: wp.array(dtype=float),
     lambda_in: wp.array(dtype=wp.vec2),
+    # In:
+    max_push: float,
     # Data out:
     delta: wp.array(dtype=wp.spatial_vector),
     lambda_out: wp.array(dtype=wp.vec2),
@@ -83,16 +91,17 @@ def solve_body_contacts_kernel(
         r1 = g.p1 - f1.com
         w_n = positional_inv_mass(f0, r0, n) + positional_inv_mass(f1, r1, n)
         if w_n > 0.0:
-            if g.depth > 0.0:
-                dlam_n = g.depth / w_n
+            # how far the two contact points moved relative to each other since the step began (step-local:
+            # as precise as the motion itself wherever the bodies are)
+            slip = point_motion(body_motion, f0, b0, g.p0) - point_motion(body_motion, f1, b1, g.p1)
+            push = contact_push(g.depth, wp.dot(n, slip), max_push)
+            if push > 0.0:
+                dlam_n = push / w_n
                 add_positional(delta, b0, f0, split, r0, n * dlam_n)
                 add_positional(delta, b1, f1, split, r1, -n * dlam_n)
             lam_n = lam[0] + dlam_n
             if lam_n > 0.0:
                 # static friction: undo the tangential slip of the two contact points since the step began
-                start0 = start_of_step(f0.pose, body_pose(body_q_start, b0), b0, g.p0)
-                start1 = start_of_step(f1.pose, body_pose(body_q_start, b1), b1, g.p1)
-                slip = (g.p0 - start0) - (g.p1 - start1)
                 slip_t = slip - n * wp.dot(n, slip)
                 mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
                 budget = wp.max(mu * lam_n - lam[1], 0.0)
@@ -129,7 +138,7 @@ def solve_body_contacts(model, data, k: int) -> None:
     b = data.buffers
     rows = b.rows
     wp.launch(solve_body_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
-              inputs=[model.body_inv_mass, data.shapes, model.shape_material_mu, data.state_in.body_q,
-                      data.rigid_contacts, rows.body_q[k], rows.frame_com[k], rows.frame_inv_inertia[k], b.split,
-                      rows.contact_lambda[k]],
+              inputs=[model.body_inv_mass, data.shapes, model.shape_material_mu, data.rigid_contacts,
+                      rows.body_q[k], rows.body_motion[k], rows.frame_com[k], rows.frame_inv_inertia[k], b.split,
+                      rows.contact_lambda[k], data.solver.max_depenetration_velocity * data.dt],
               outputs=[rows.body_delta[k], rows.contact_lambda[k + 1]])

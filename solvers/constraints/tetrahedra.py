@@ -52,7 +52,7 @@ def solve_tet_constraints_kernel(
     materials: wp.array2d(dtype=float),
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=wp.vec2),
     # In:
     scale: wp.array(dtype=float),
@@ -70,18 +70,20 @@ def solve_tet_constraints_kernel(
     w1 = inv_mass[i1]
     w2 = inv_mass[i2]
     w3 = inv_mass[i3]
-    x0 = x[i0]
+    # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
+    m0 = dx[i0]
+    m1 = dx[i1]
+    m2 = dx[i2]
+    m3 = dx[i3]
+    x0 = x_start[i0]
     dm_inv = poses[t]
-    F = wp.matrix_from_cols(x[i1] - x0, x[i2] - x0, x[i3] - x0) * dm_inv
+    F = wp.matrix_from_cols((x_start[i1] - x0) + (m1 - m0), (x_start[i2] - x0) + (m2 - m0),
+                            (x_start[i3] - x0) + (m3 - m0)) * dm_inv
     mu = 4.0 / 3.0 * materials[t, 0]
     la = materials[t, 1] + 5.0 / 6.0 * materials[t, 0]
     kd = materials[t, 2]
     vol = volumes[t]
     s = scale[t]
-    m0 = x0 - x_start[i0]
-    m1 = x[i1] - x_start[i1]
-    m2 = x[i2] - x_start[i2]
-    m3 = x[i3] - x_start[i3]
     lam = lambda_in[t]
 
     # deviatoric

@@ -33,7 +33,7 @@ def solve_triangle_constraints_kernel(
     materials: wp.array2d(dtype=float),
     # Data in:
     x_start: wp.array(dtype=wp.vec3),
-    x: wp.array(dtype=wp.vec3),
+    dx: wp.array(dtype=wp.vec3),
     lambda_in: wp.array(dtype=wp.vec2),
     # In:
     scale: wp.array(dtype=float),
@@ -55,14 +55,15 @@ def solve_triangle_constraints_kernel(
     kd = materials[t, 2]
     area = areas[t]
     s = scale[t]
-    xi = x[i]
-    e1 = x[j] - xi
-    e2 = x[k] - xi
+    # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
+    mi = dx[i]
+    mj = dx[j]
+    mk = dx[k]
+    xi = x_start[i]
+    e1 = (x_start[j] - xi) + (mj - mi)
+    e2 = (x_start[k] - xi) + (mk - mi)
     f0 = e1 * dm[0, 0] + e2 * dm[1, 0]
     f1 = e1 * dm[0, 1] + e2 * dm[1, 1]
-    mi = xi - x_start[i]
-    mj = x[j] - x_start[j]
-    mk = x[k] - x_start[k]
     lam = lambda_in[t]
 
     # stretch / shear

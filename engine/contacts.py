@@ -2,8 +2,9 @@
 
 Capacities are set once (``model.contacts(...)``), so ``collide()`` never
 allocates and can be captured in a graph. Counters hold the number of contacts
-*requested*; when that exceeds a capacity the excess is dropped by the kernels
-but stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
+*requested*; when that exceeds a capacity the shallowest candidates are dropped (the detection
+kernels keep the deepest, to within 2 % of their gap: ``inertia.collision.selection``), and the excess
+stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
 ``model.collide`` unless told not to) reports it. Nothing is dropped silently.
 """
 
@@ -196,7 +197,7 @@ class Contacts:
                  if over[count]]
         args = " / ".join(arg for count, _, _, arg in _BUFFERS if over[count])
         msg = (
-            "contact buffer overflow (" + "; ".join(parts) + "): the excess contacts were ignored "
+            "contact buffer overflow (" + "; ".join(parts) + "): the shallowest candidates were dropped (the deepest kept) "
             + ("in at least one step. " if since_reset else "this step. ") +
             f"Pass a larger {args} to model.contacts()."
         )

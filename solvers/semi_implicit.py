@@ -21,6 +21,7 @@ from .forces import (
     apply_controls,
     eval_bending_forces,
     eval_body_contact_forces,
+    eval_body_contact_sweeps,
     eval_joint_forces,
     eval_particle_pair_contact_forces,
     eval_particle_shape_contact_forces,
@@ -31,10 +32,23 @@ from .forces import (
 from .solver import SolverBase, update_joint_coordinates
 from .step_data import Buffer, StepBufferSpec, stage
 
-# Per-step buffers: the counts the friction bound of shape-shape contacts splits each body's mass by
-# (solvers/forces/body_contact.py). Integers: no gradient.
+# Per-step buffers of shape-shape friction (solvers/forces/body_contact.py): the counts each body's mass is
+# split by (integers: no gradient), and the wrench of every other force of the step that its predicted
+# velocities are taken from.
 SEMI_IMPLICIT_BUFFERS = StepBufferSpec(
     Buffer("body_contact_counts", wp.int32, ("body",), "active shape-shape contacts per body this step", grad=False),
+    Buffer("body_f_other", wp.spatial_vector, ("body",), "the step's wrench on each body before the sweeps [N, N m]"),
+    Buffer("body_qd_pred", wp.spatial_vector, ("body",), "each body's (v, w) after the step without them"),
+    Buffer("body_com_world", wp.vec3, ("body",), "each body's centre of mass in world [m]"),
+    Buffer("body_inv_inertia_world", wp.mat33, ("body",), "each body's world inverse inertia [1/(kg m^2)]"),
+    Buffer("contact_point", wp.vec3, ("rigid_contact",), "each active contact's point of action [m]"),
+    Buffer("contact_normal", wp.vec3, ("rigid_contact",), "its normal"),
+    Buffer("contact_law", wp.vec3, ("rigid_contact",), "its (spring force [N], damping [N s/m], mu); spring -1: "
+           "inactive"),
+    Buffer("contact_forces", wp.vec4, ("contact_iterate", "rigid_contact"),
+           "each contact's (normal damping force, friction force) [N] after each sweep (row 0: zero)"),
+    Buffer("body_contact_wrench", wp.spatial_vector, ("contact_iterate", "body"),
+           "each body's summed damping and friction wrench after each sweep (row 0: zero)"),
 )
 
 
@@ -67,15 +81,25 @@ class SemiImplicitSolver(SolverBase):
 
     step_buffer_spec = SEMI_IMPLICIT_BUFFERS
 
-    def __init__(self, model, check_finite: bool = False):
+    def __init__(self, model, check_finite: bool = False, contact_iterations: int = 8,
+                 contact_relaxation: float = 1.8):
         super().__init__(model, check_finite)
+        if isinstance(contact_iterations, bool) or not isinstance(contact_iterations, int) or contact_iterations < 1:
+            raise ValueError(f"contact_iterations must be an integer >= 1, got {contact_iterations!r}")
+        if (not isinstance(contact_relaxation, (int, float)) or isinstance(contact_relaxation, bool)
+                or not 0.0 < contact_relaxation < 2.0):
+            raise ValueError(f"contact_relaxation must be a number in (0, 2), got {contact_relaxation!r}")
+        self.contact_iterations = contact_iterations
+        self.contact_relaxation = float(contact_relaxation)
         for name in ("joint_attach_ke", "joint_attach_kd"):
             value = getattr(model, name, 0.0)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
-        return {"body": self.model.body_count}
+        m = self.model
+        return {"body": max(m.body_count, 1), "rigid_contact": max(rigid_contact_max if m.body_count else 0, 1),
+                "contact_iterate": self.contact_iterations + 1}
 
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
@@ -91,6 +115,7 @@ class SemiImplicitSolver(SolverBase):
         eval_body_contact_forces(model, data)
         eval_particle_shape_contact_forces(model, data)
         eval_particle_pair_contact_forces(model, data)
+        eval_body_contact_sweeps(model, data)
         integrate(model, data)
         update_joint_coordinates(model, data)
 

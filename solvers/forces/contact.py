@@ -46,12 +46,25 @@ class PenaltyLaw:
     friction_smoothing: float  # eps [m/s]
     contact_smoothing: float  # h [m]
     rigid_contact_margin: float  # [m]: how far apart shape-shape contacts were detected
-    particle_ke: float  # particle-particle stiffness [N/m]
-    particle_kd: float  # damping [N s/m]
+    particle_ke: float  # particle-particle stiffness [N/m] (absolute mode)
+    particle_kd: float  # damping [N s/m] (absolute mode)
+    particle_tau: float  # time constant [s] (> 0: mass-scaled mode)
+    particle_zeta: float  # damping ratio (mass-scaled mode)
     particle_mu: float  # friction coefficient
 
 
 penalty_law = ArgBundle(PenaltyLaw)  # of a model
+
+
+@wp.func
+def penalty_gains(tau: float, zeta: float, ke: float, kd: float, m_eff: float):
+    """(stiffness [N/m], damping [N s/m]) of one material for a contact of effective mass ``m_eff`` [kg].
+
+    Mass-scaled when ``tau`` > 0: m_eff / tau^2 and 2 zeta m_eff / tau; otherwise the absolute ``ke``, ``kd``.
+    """
+    if tau > 0.0:
+        return m_eff / (tau * tau), 2.0 * zeta * m_eff / tau
+    return ke, kd
 
 
 @wp.func
@@ -86,6 +99,13 @@ def friction_force(vt: wp.vec3, fn: float, mu: float, eps: float, mass: float, d
     return -vt * (magnitude / speed)
 
 
+@wp.func
+def coulomb_projection(f: wp.vec3, limit: float):
+    """``f`` [N] scaled down onto Coulomb's disk of radius ``limit`` = mu f_n [N] when it lies outside."""
+    magnitude = wp.sqrt(wp.dot(f, f) + 1.0e-30)
+    return f * (limit / wp.max(magnitude, limit))
+
+
 @wp.kernel
 def particle_shape_contact_kernel(
     # Model:
@@ -97,6 +117,8 @@ def particle_shape_contact_kernel(
     shapes: ShapeGeometry,
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
+    shape_tau: wp.array(dtype=float),
+    shape_zeta: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
     law: PenaltyLaw,
     # Data in:
@@ -136,7 +158,10 @@ def particle_shape_contact_kernel(
     vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
     vn = wp.dot(n, vrel)
     d = contact_depth(depth, smoothing)
-    fn = wp.max(shape_ke[s] * d - shape_kd[s] * vn * contact_gate(depth, smoothing), 0.0)
+    # effective mass along the normal: the particle's and the body's at the contact (w + 0 for static shapes)
+    m_n = 1.0 / (w + inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, n))
+    ke, kd = penalty_gains(shape_tau[s], shape_zeta[s], shape_ke[s], shape_kd[s], m_n)
+    fn = wp.max(ke * d - kd * vn * contact_gate(depth, smoothing), 0.0)
     vt = vrel - n * vn
     # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
     w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
@@ -171,8 +196,7 @@ def particle_pair_force(
     n = d / dist
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
-    ke = law.particle_ke
-    kd = law.particle_kd
+    ke, kd = penalty_gains(law.particle_tau, law.particle_zeta, law.particle_ke, law.particle_kd, 1.0 / w)
     fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
     fc = n * fn + friction_force(vrel - n * vn, fn, law.particle_mu, law.friction_smoothing, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
@@ -216,7 +240,8 @@ def eval_particle_shape_contact_forces(model, data) -> None:
     wp.launch(particle_shape_contact_kernel, dim=contacts.soft_contact_max, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
-                      model.shape_material_mu, data.penalty_law, state.particle_q,
+                      model.shape_material_tau, model.shape_material_zeta, model.shape_material_mu,
+                      data.penalty_law, state.particle_q,
                       state.particle_qd, state.body_q, state.body_qd, data.soft_contacts, data.dt],
               outputs=[out.particle_f, out.body_f])
 

@@ -2,8 +2,10 @@
 
 One step reads as its stages: external forces and wrenches from Control, then
 every internal force (springs, membranes, bending, tetrahedra, joints), then
-contact forces between shapes on bodies, of particles against shapes (two-way
-where a shape sits on a body) and between particles, then integration.
+contact forces between shapes on bodies (their springs), of particles against
+shapes (two-way where a shape sits on a body) and between particles, then the
+shape-shape contacts' damping and friction from the velocities all of that
+predicts for the end of the step, then integration.
 Forces accumulate in ``state_out.particle_f`` and wrenches in
 ``state_out.body_f``, so ``state_in`` is left untouched and each recorded step
 has buffers of its own (no clearing between steps, nothing to alias).
@@ -71,12 +73,20 @@ class SemiImplicitSolver(SolverBase):
         model: the :class:`inertia.Model`.
         check_finite: raise :class:`inertia.NonFiniteError` naming the first
             stage and step that produced a NaN/inf (debugging; slow).
+        contact_iterations: Jacobi sweeps of the shape-shape contacts' damping
+            and friction per step (default 8: a 64-box pile rests for 12 s; 1 is
+            the cheapest, and lets a body under a tangential load creep).
+        contact_relaxation: how far each sweep but the last moves toward its
+            target, in (0, 2) (default 1.8: over-relaxed, for the slow modes of
+            bodies with many contacts).
 
     Rigid bodies: joints are stiff springs scaled by each joint's effective mass
     (``model.joint_attach_ke`` [1/s^2], ``joint_attach_kd`` [1/s]; see
-    :mod:`inertia.solvers.forces.joints`), contacts are penalty springs with
-    smoothed Coulomb friction (:mod:`inertia.solvers.forces.body_contact`).
-    Per-step buffer (``state_out.step_buffers``): each body's count of active contacts.
+    :mod:`inertia.solvers.forces.joints`), contacts are penalty springs scaled by
+    each contact's effective mass, with damping and static / Coulomb friction solved
+    for the end of the step (:mod:`inertia.solvers.forces.body_contact`).
+    Per-step buffers (``state_out.step_buffers``): each body's count of active
+    contacts, the contacts' cached geometry and each sweep's forces.
     """
 
     step_buffer_spec = SEMI_IMPLICIT_BUFFERS

@@ -171,6 +171,7 @@ class ShapeBuilderMixin:
             v = props.get(name)
             return finite(default if v is None else v, f"shape {name}", minimum=minimum)
 
+        ke, kd, tau, zeta = self._penalty_gains(props)
         restitution = prop("restitution", self.default_shape_restitution)
         if restitution > 1.0:
             raise ValueError(f"shape restitution must be in [0, 1], got {restitution}")
@@ -186,7 +187,6 @@ class ShapeBuilderMixin:
         self.shape_body.append(body)
         self.shape_transform.append(transform(xform, "shape xform"))
         self.shape_scale.append(tuple(float(s) for s in scale))
-        ke, kd, tau, zeta = self._penalty_gains(props)
         self.shape_material_ke.append(ke)
         self.shape_material_kd.append(kd)
         self.shape_material_tau.append(tau)

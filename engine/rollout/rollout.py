@@ -37,7 +37,7 @@ import warp as wp
 
 from ..diagnostics import NonFiniteError, first_nonfinite
 from .layout import Layout
-from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
+from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, idle_params, warp_param_names  # noqa: F401
 from .sizing import RolloutSizing
 
 def _wp(t: torch.Tensor, dtype=wp.float32) -> wp.array:
@@ -154,6 +154,8 @@ class Rollout(RolloutSizing):
         for name in self.param_names:
             if name not in allowed:
                 raise ValueError(f"cannot differentiate with respect to {name!r}; choose from {allowed}")
+        for message in idle_params(model, self.param_names):
+            warnings.warn(message, stacklevel=2)
         for name in warp_param_names(self.param_names):
             a = getattr(model, name)
             if not a.requires_grad:

@@ -108,7 +108,9 @@ class SemiImplicitSolver(SolverBase):
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m = self.model
-        return {"body": max(m.body_count, 1), "rigid_contact": max(rigid_contact_max if m.body_count else 0, 1),
+        if m.body_count == 0:  # no shape-shape contact: no rows at all (a particle scene keeps nothing per step)
+            return {"body": 0, "rigid_contact": 0, "contact_iterate": 0}
+        return {"body": m.body_count, "rigid_contact": max(rigid_contact_max, 1),
                 "contact_iterate": self.contact_iterations + 1}
 
     def step(self, state_in, state_out, control, contacts, dt: float):

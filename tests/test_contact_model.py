@@ -347,9 +347,10 @@ def test_a_shapes_gains_mode_follows_what_it_was_given():
     assert b.particle_tau == TAU
     b.particle_kd = 2.0
     assert b.particle_tau == 0.0 and b.particle_kd == 2.0
+    b.particle_ke = -1.0
     with pytest.raises(ValueError, match="particle_ke"):
-        b.particle_ke = -1.0
-    b.particle_tau = -1.0
+        b.finalize(device=DEVICE)
+    b.particle_ke, b.particle_tau = 1.0e4, -1.0
     with pytest.raises(ValueError, match="particle_tau"):
         b.finalize(device=DEVICE)
 

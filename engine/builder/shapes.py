@@ -116,7 +116,7 @@ class AbsoluteGain:
         return obj.__dict__.get(self.slot, self.value)
 
     def __set__(self, obj, value):
-        obj.__dict__[self.slot] = finite(value, f"builder.{self.name}", minimum=0.0)
+        obj.__dict__[self.slot] = value  # checked where it is used (add_shape_*, finalize), like every default
         setattr(obj, self.tau_attr, 0.0)
 
 

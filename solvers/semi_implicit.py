@@ -47,6 +47,8 @@ SEMI_IMPLICIT_BUFFERS = StepBufferSpec(
     Buffer("contact_normal", wp.vec3, ("rigid_contact",), "its normal"),
     Buffer("contact_law", wp.vec3, ("rigid_contact",), "its (spring force [N], damping [N s/m], mu); spring -1: "
            "inactive"),
+    Buffer("contact_response", wp.vec2, ("rigid_contact",), "its Jacobi denominators: the pair's split inverse "
+           "mass [1/kg] along the normal and (bound) in the contact plane"),
     Buffer("contact_forces", wp.vec4, ("contact_iterate", "rigid_contact"),
            "each contact's (normal damping force, friction force) [N] after each sweep (row 0: zero)"),
     Buffer("body_contact_wrench", wp.spatial_vector, ("contact_iterate", "body"),
@@ -92,7 +94,7 @@ class SemiImplicitSolver(SolverBase):
 
     step_buffer_spec = SEMI_IMPLICIT_BUFFERS
 
-    def __init__(self, model, check_finite: bool = False, contact_iterations: int = 4,
+    def __init__(self, model, check_finite: bool = False, contact_iterations: int = 6,
                  contact_relaxation: float = 1.8):
         super().__init__(model, check_finite)
         if isinstance(contact_iterations, bool) or not isinstance(contact_iterations, int) or contact_iterations < 1:

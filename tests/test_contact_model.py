@@ -392,10 +392,11 @@ def test_gradients_through_a_bouncing_sliding_cube():
 
 
 def test_gradients_through_static_friction_on_a_slope():
-    """A cube on a 15 deg slope, nudged along it and into it: friction stops the slip at once and holds it
-    (every contact's friction is the force that stops its slip, inside Coulomb's disk) while the corners
-    ring down: d(state after 40 ms) / d(tau, zeta, initial velocity) through the stuck contacts."""
-    r = bouncing_cube(incline=math.radians(15.0), velocity=(0.05, 0.02, -0.1), spin=0.0, lift=0.0, steps=40)
+    """A cube on a 15 deg slope, nudged along it and into it: friction holds it from the first step (every
+    contact's friction is the force that stops its slip, inside Coulomb's disk: stopping the 2.2 mm/s nudge
+    in a step takes ~2 N of the ~4.7 N mu f_n) while the corners ring down: d(state after 40 ms) / d(tau,
+    zeta, initial velocity) through the stuck contacts."""
+    r = bouncing_cube(incline=math.radians(15.0), velocity=(0.002, 0.001, -0.05), spin=0.0, lift=0.0, steps=40)
     r.backward()
     normal = quat_matrix(r.model.shape_transform.numpy()[0][3:])[:, 2]
 
@@ -405,13 +406,13 @@ def test_gradients_through_static_friction_on_a_slope():
 
     d = bottom_centre(r.states[-1]) - bottom_centre(r.states[0])
     slid = np.linalg.norm(d - normal * (d @ normal))
-    # held: the face slid 0.035 mm in the first two steps, then not at all (the cube rocks on it); pushed at
-    # 5.4 cm/s it would cover 2 mm in the 40 ms if friction let it slide
-    assert slid < 1e-4
+    # held: the face slid a few um in the first step, then not at all (the cube rocks on it)
+    assert slid < 2e-5
     model = r.model
     check_gradient("cube held on a slope", r.problem(tau=model.shape_material_tau, zeta=model.shape_material_zeta,
                                                      body_qd0=r.states[0].body_qd), [
-        Input("tau", h=1e-2, relative=True), Input("zeta", h=3e-2, relative=True), Input("body_qd0", h=1e-2)],
+        # initial velocities moved by 1 mm/s at most: larger steps push the first step's slip past mu f_n
+        Input("tau", h=1e-2, relative=True), Input("zeta", h=3e-2, relative=True), Input("body_qd0", h=1e-3)],
         seed=22)
 
 

@@ -27,20 +27,29 @@ A step applies, per contact:
    solved together by ``SemiImplicitSolver.contact_iterations`` Jacobi sweeps over all contacts. Each
    sweep evaluates v(x) from v* and the previous sweep's forces, and moves every contact's f_d and f_t
    ``contact_relaxation`` times the way to their targets (the last sweep plainly), each contact taking
-   its share of a body's mass: the Jacobi denominators are n0 w0 + n1 w1 along n and along the slip
-   direction, n a body's count of active contacts (``state_out.step_buffers.body_contact_counts``), so
-   a body's contacts can at most stop it together, and sweeps converge for any relaxation in (0, 2).
+   its share of a body's mass: the Jacobi denominators come from n0 K0(x) + n1 K1(x), K a body's inverse
+   mass matrix at x and n its count of active contacts (``state_out.step_buffers.body_contact_counts``),
+   along n for the damper and (bounded) in the contact plane for friction, so a body's contacts can at
+   most stop it together, and sweeps converge for any relaxation in (0, 2).
 
 Why at the end of the step: a damper evaluated at the step's start is explicit and caps the stable
 damping rate (a light capsule link of 3.7 g effective mass met kd dt / m = 2.7 > 2 in the 32-link chain,
 and blew it apart); at the end it removes velocity without overshooting, for any number of contacts.
 Friction alike: evaluated at the start (the old law, a viscous bound m |v_t| / dt near rest), a body
 under a steady tangential load crept at ~4 g sin(theta) dt (6.8 mm/s on a 10 deg slope at 1 ms) and
-stacks and piles walked apart; stopping the predicted slip holds them (measured on that slope: 1.8 mm/s
-with 1 sweep, 0.023 with 4, 0.011 with 8, 0.0007 with 16; a 64-box pile still for 12 s), while sliding
-contacts, whose stopping force exceeds mu f_n, get exactly Coulomb's mu f_n against the slip (no smoothing
-speed: ``friction_smoothing`` is for particle contacts only), so a cube decelerates at mu g and stops
-after v0^2 / (2 mu g).
+stacks and piles walked apart; stopping the predicted slip holds them (measured on that slope: 4.3 mm/s
+with 1 sweep, 0.13 with 4, 0.034 with 6 (the default), 0.010 with 8, 3e-4 with 16; a 64-box pile still
+for 12 s), while sliding contacts, whose stopping force exceeds mu f_n, get exactly Coulomb's mu f_n
+against the slip (no smoothing speed: ``friction_smoothing`` is for particle contacts only), so a cube
+decelerates at mu g and stops after v0^2 / (2 mu g).
+
+The friction's denominator is a scalar, the larger eigenvalue of the pair's split response in the contact
+plane (``largest_in_plane``): a scalar keeps each step's correction along the slip, so that a sliding
+contact's fixed point is Coulomb's force exactly opposite to its slip (a matrix inverse bends it by the
+anisotropy of the response: a 40 deg slide accelerated 9 % too fast); the largest eigenvalue keeps the
+sweeps convergent for any slip direction and is smooth in the inputs (the response along the slip's own
+direction is not: at rest the slip's direction is rounding noise, and gradients through held contacts
+came out 1 % off their finite differences).
 
 Differentiable (``wp.Tape``) through poses, velocities, masses, materials (ke, kd, tau, zeta, mu) and the
 other forces of the step while the contact set stays the same (the stick / slip switch is a kink of the
@@ -213,25 +222,37 @@ def swept_velocity(
 
 
 @wp.func
-def split_inverse_mass(
+def split_response(
     body_inv_mass: wp.array(dtype=float),
     body_com_world: wp.array(dtype=wp.vec3),
     body_inv_inertia_world: wp.array(dtype=wp.mat33),
     counts: wp.array(dtype=wp.int32),
     b: int,
     x: wp.vec3,
-    t: wp.vec3,
 ):
-    """n (1/m + |r x t|^2 in I_w^-1): body ``b``'s inverse mass at ``x`` along unit ``t`` times its count of
-    contacts (its mass split among them); zero for the world and kinematic bodies."""
+    """n K: body ``b``'s inverse mass matrix at ``x`` (K = 1/m I + [r]x^T I_w^-1 [r]x, the velocity change there
+    per unit impulse) times its count n of contacts (its mass split among them); zero for the world and
+    kinematic bodies."""
     if b < 0:
-        return 0.0
-    r_t = wp.cross(x - body_com_world[b], t)
-    return float(counts[b]) * (body_inv_mass[b] + wp.dot(r_t, body_inv_inertia_world[b] * r_t))
+        return wp.mat33(0.0)
+    rx = wp.skew(x - body_com_world[b])
+    k = wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * body_inv_inertia_world[b] * rx
+    return float(counts[b]) * k
+
+
+@wp.func
+def largest_in_plane(block: wp.mat33):
+    """The larger eigenvalue of a symmetric response ``block`` confined to a plane (its third eigenvalue 0),
+    from its invariants, (tr + sqrt(2 |B|^2 - tr^2)) / 2, with the square root kept off 0 by 1e-3 tr: a bound
+    on the response along any direction in the plane that is smooth in the block (an eigenvalue is not
+    where the two meet) and independent of the slip's direction (which is noise at rest)."""
+    tr = wp.trace(block)
+    spread = wp.max(2.0 * wp.ddot(block, block) - tr * tr, 0.0)
+    return 0.5 * (tr + wp.sqrt(spread + 1.0e-6 * tr * tr))
 
 
 @wp.kernel
-def contact_sweep_kernel(
+def contact_response_kernel(
     # Model:
     body_inv_mass: wp.array(dtype=float),
     shapes: ShapeGeometry,
@@ -241,6 +262,37 @@ def contact_sweep_kernel(
     contact_point: wp.array(dtype=wp.vec3),
     contact_normal: wp.array(dtype=wp.vec3),
     contact_law: wp.array(dtype=wp.vec3),
+    body_com_world: wp.array(dtype=wp.vec3),
+    body_inv_inertia_world: wp.array(dtype=wp.mat33),
+    # Data out:
+    contact_response: wp.array(dtype=wp.vec2),
+):
+    """Each active contact's Jacobi denominators (the same in every sweep): the pair's inverse mass at x, each
+    body's share of its mass (its count of contacts), along the normal and (its bound) in the contact plane."""
+    c = wp.tid()
+    if c >= contacts.count[0] or contact_law[c][0] < 0.0:
+        return
+    x = contact_point[c]
+    n = contact_normal[c]
+    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, shapes.body[contacts.shape0[c]],
+                        x)
+         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts,
+                          shapes.body[contacts.shape1[c]], x))
+    plane = wp.identity(n=3, dtype=float) - wp.outer(n, n)
+    contact_response[c] = wp.vec2(wp.dot(n, k * n), largest_in_plane(plane * k * plane))
+
+
+@wp.kernel
+def contact_sweep_kernel(
+    # Model:
+    body_inv_mass: wp.array(dtype=float),
+    shapes: ShapeGeometry,
+    # Data in:
+    contacts: RigidContacts,
+    contact_point: wp.array(dtype=wp.vec3),
+    contact_normal: wp.array(dtype=wp.vec3),
+    contact_law: wp.array(dtype=wp.vec3),
+    contact_response: wp.array(dtype=wp.vec2),
     body_qd_pred: wp.array(dtype=wp.spatial_vector),
     body_com_world: wp.array(dtype=wp.vec3),
     body_inv_inertia_world: wp.array(dtype=wp.mat33),
@@ -261,6 +313,7 @@ def contact_sweep_kernel(
     if spring < 0.0:
         return  # not active this step
     kd = law[1]
+    w = contact_response[c]
     b0 = shapes.body[contacts.shape0[c]]
     b1 = shapes.body[contacts.shape1[c]]
     x = contact_point[c]
@@ -276,16 +329,11 @@ def contact_sweep_kernel(
     vn = wp.dot(n, v)
     # normal damping -kd v_n at the end of the step (implicit): a Jacobi step on f_d + kd v_n(f_d) = 0, never
     # pulling (the normal force spring + f_d stays >= 0)
-    w_n = (split_inverse_mass(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x, n)
-           + split_inverse_mass(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x, n))
-    damping = damping_old - relaxation * (damping_old + kd * vn) / (1.0 + kd * dt * w_n)
+    damping = damping_old - relaxation * (damping_old + kd * vn) / (1.0 + kd * dt * w[0])
     damping = wp.max(damping, -spring)
-    # friction: the force that stops the slip by the end of the step, onto Coulomb's disk of the normal force
-    vt = v - n * vn
-    t = vt / wp.sqrt(wp.dot(vt, vt) + 1.0e-20)  # smooth: t -> 0 as vt -> 0 leaves the translational part
-    w_t = (split_inverse_mass(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x, t)
-           + split_inverse_mass(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x, t))
-    friction = coulomb_projection(friction_old - relaxation * vt / (w_t * dt), law[2] * (spring + damping))
+    # friction: the force that stops the slip by the end of the step, against the slip (so that a sliding
+    # contact gets Coulomb's mu f_n exactly opposite to it), onto Coulomb's disk of the normal force
+    friction = coulomb_projection(friction_old - relaxation * (v - n * vn) / (dt * w[1]), law[2] * (spring + damping))
     force_out[c] = wp.vec4(damping, friction[0], friction[1], friction[2])
     force = n * damping + friction
     if inverse_mass_of(body_inv_mass, b0) > 0.0:
@@ -347,6 +395,11 @@ def eval_body_contact_sweeps(model, data) -> None:
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, model.body_world, model.gravity,
                       state.body_q, state.body_qd, buffers.body_f_other, dt],
               outputs=[buffers.body_qd_pred, buffers.body_com_world, buffers.body_inv_inertia_world])
+    wp.launch(contact_response_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+              inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.body_contact_counts,
+                      buffers.contact_point, buffers.contact_normal, buffers.contact_law, buffers.body_com_world,
+                      buffers.body_inv_inertia_world],
+              outputs=[buffers.contact_response])
     forces, wrenches = buffers.rows.contact_forces, buffers.rows.body_contact_wrench  # row 0: zeros, never written
     buffers.body_contact_wrench.zero_()
     sweeps = solver.contact_iterations
@@ -355,8 +408,8 @@ def eval_body_contact_sweeps(model, data) -> None:
         # contact (and any mode one sweep resolves) ends exactly where it should
         relaxation = solver.contact_relaxation if k < sweeps - 1 else 1.0
         wp.launch(contact_sweep_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
-                  inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.body_contact_counts,
-                          buffers.contact_point, buffers.contact_normal, buffers.contact_law, buffers.body_qd_pred,
+                  inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.contact_point,
+                          buffers.contact_normal, buffers.contact_law, buffers.contact_response, buffers.body_qd_pred,
                           buffers.body_com_world, buffers.body_inv_inertia_world, forces[k], wrenches[k],
                           relaxation, dt],
                   outputs=[forces[k + 1], wrenches[k + 1]])

@@ -35,7 +35,9 @@ class Model:
     Shapes: ``shape_type`` (see ``inertia.types``), ``shape_body`` (-1: static),
     ``shape_transform`` (in the body frame; world for static shapes), ``shape_scale``,
     ``shape_source_ptr`` (``wp.Mesh`` ids), ``shape_material_ke`` [N/m],
-    ``shape_material_kd`` [N s/m], ``shape_material_mu``, ``shape_material_restitution``,
+    ``shape_material_kd`` [N s/m] (absolute penalty gains, used where ``shape_material_tau`` is 0),
+    ``shape_material_tau`` [s] / ``shape_material_zeta`` (mass-scaled gains, see
+    ``inertia.solvers.forces.contact``), ``shape_material_mu``, ``shape_material_restitution``,
     ``shape_collision_group`` / ``shape_collision_mask`` (bits), ``shape_flags``,
     ``shape_radius`` (bounding sphere about the shape origin [m]; 0 for planes), ``shape_world``.
 
@@ -71,7 +73,8 @@ class Model:
     model.gravity.assign(g)``).
 
     Scalars:
-    ``particle_ke``, ``particle_kd``, ``particle_mu`` (particle-particle contact),
+    ``particle_tau`` [s], ``particle_zeta`` (particle-particle contact, mass-scaled; 0: the absolute
+    ``particle_ke``, ``particle_kd``), ``particle_mu``,
     ``particle_damping`` [1/s], ``friction_smoothing`` [m/s], ``contact_margin`` [m],
     ``contact_smoothing`` [m] (0: plain penalty contact; see ``inertia.solvers.forces.contact``),
     ``rigid_contact_margin`` [m] (shape-shape contacts are detected this far apart).

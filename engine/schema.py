@@ -129,6 +129,10 @@ MODEL_FIELDS = (
     F("shape_scale", wp.vec3, "shape", "m", "half extents / radius, half height (by type)"),
     F("shape_material_ke", f32, "shape", "N/m", "contact stiffness (penalty)", grad=True, param=True, minimum=0.0),
     F("shape_material_kd", f32, "shape", "N s/m", "contact damping", grad=True, param=True, minimum=0.0),
+    F("shape_material_tau", f32, "shape", "s", "contact time constant: penalty gains scaled by each contact's "
+      "effective mass, ke = m_eff / tau^2 (0: the absolute ke / kd instead)", grad=True, param=True, minimum=0.0),
+    F("shape_material_zeta", f32, "shape", "", "contact damping ratio (1: critical), kd = 2 zeta m_eff / tau "
+      "(used when tau > 0)", grad=True, param=True, minimum=0.0),
     F("shape_material_mu", f32, "shape", "", "Coulomb friction coefficient", grad=True, param=True, minimum=0.0),
     F("shape_material_restitution", f32, "shape", "", "normal restitution in [0, 1] (XPBD)", grad=True,
       param=True, minimum=0.0, maximum=1.0),
@@ -220,6 +224,10 @@ MODEL_SCALARS = (
     F("particle_ke", float, "model", "N/m", "particle-particle contact stiffness", minimum=0.0),
     F("particle_kd", float, "model", "N s/m", "particle-particle contact damping", minimum=0.0),
     F("particle_mu", float, "model", "", "particle-particle friction coefficient", minimum=0.0),
+    F("particle_tau", float, "model", "s", "particle-particle contact time constant: ke = m_eff / tau^2 with "
+      "m_eff the pair's reduced mass (0: the absolute particle_ke / particle_kd)", minimum=0.0),
+    F("particle_zeta", float, "model", "", "particle-particle contact damping ratio, kd = 2 zeta m_eff / tau",
+      minimum=0.0),
     F("particle_damping", float, "model", "1/s", "linear velocity damping of particles", minimum=0.0),
     F("particle_collide", bool, "model", "", "particle-particle contact on"),
     F("friction_smoothing", float, "model", "m/s", "slip speed below which Coulomb friction is smoothed", minimum=0.0),

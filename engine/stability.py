@@ -9,7 +9,8 @@ step (it only widens the stable range), and the limit is the stiffest mode of th
   own force kernels (:func:`elastic_time_step`). It sees every element and how they share particles;
   the step at which test scenes actually blow up lies within 15 % of it (``tests/test_stability.py``;
   nonlinearity, contact and gravity take a little off).
-- **Penalty contact** of a particle: the stiffest shape's ke over the particle's mass.
+- **Penalty contact** of a particle: the stiffest shape's ke over the particle's mass (absolute gains), or
+  1 / tau^2 of the shortest time constant (mass-scaled gains, any mass).
 - **Joints**: the mass-scaled attachment springs need ``sqrt(ke) dt <= 1`` (measured on a falling chain:
   its modes reach about 2 ke); drives and limits: their stiffness over the pair's largest inverse
   inertia about the joint.
@@ -40,8 +41,14 @@ def stable_time_steps(model) -> dict:
     out = {}
     if model.particle_count and model.shape_count:
         w = model.particle_inv_mass.numpy().astype(np.float64)
-        ke = float(model.shape_material_ke.numpy().max())
-        out["particle contact"] = _worst(_two_over_w(ke * w))
+        tau = model.shape_material_tau.numpy().astype(np.float64)
+        w2 = np.zeros_like(w)
+        absolute = tau <= 0.0
+        if absolute.any():  # ke [N/m] as given: its frequency depends on the particle's mass
+            w2 = np.maximum(w2, float(model.shape_material_ke.numpy()[absolute].max()) * w)
+        if (~absolute).any():  # mass-scaled: ke = m_eff / tau^2 whatever the mass
+            w2 = np.where(w > 0, np.maximum(w2, 1.0 / float(tau[~absolute].min()) ** 2), w2)
+        out["particle contact"] = _worst(_two_over_w(w2))
     if model.joint_count:
         attach = float(model.joint_attach_ke)
         if attach > 0:

@@ -2,10 +2,13 @@
 colliders, momentum of particle-particle contact, buffer overflow and element exclusions.
 
 Penalty contact: f_n = max(ke d - kd v_n, 0) with d the penetration, so a particle
-at rest on a surface penetrates exactly d = m g / ke. Friction is Coulomb with a
-smoothing speed eps = ``model.friction_smoothing``: sliding at |v_t| >> eps the
-deceleration on flat ground is mu g (to a relative 1 - |v_t| / sqrt(|v_t|^2 + eps^2)),
-and a particle launched at v0 stops after v0^2 / (2 mu g).
+at rest on a surface penetrates exactly d = m g / ke with absolute gains, and
+d = g tau^2 with the default mass-scaled ones (ke = m / tau^2 for a particle on a
+static shape; tests/test_contact_model.py has that mode's closed forms). Particle
+friction is Coulomb with a smoothing speed eps = ``model.friction_smoothing``:
+sliding at |v_t| >> eps the deceleration on flat ground is mu g (to a relative
+1 - |v_t| / sqrt(|v_t|^2 + eps^2)), and a particle launched at v0 stops after
+v0^2 / (2 mu g).
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ import inertia
 from conftest import DEVICE, Sim, masses, simulate
 
 G = 9.81
-KE_SHAPE = inertia.ModelBuilder.default_shape_ke  # 1e4 N/m, the default for the ground and static shapes
+KE_SHAPE = inertia.ModelBuilder.default_shape_ke  # 1e4 N/m, the default absolute stiffness
+TAU = inertia.ModelBuilder.default_shape_tau  # 5 ms, the default contact time constant (mass-scaled gains)
 
 
 # --------------------------------------------------------------------------- resting on the ground
 @pytest.mark.parametrize("up_axis", ["z", "y"])
 def test_static_penetration_is_mg_over_ke(up_axis):
+    """Absolute gains (the ground given ke and kd): every particle sinks m g / ke, deeper the heavier."""
     b = inertia.ModelBuilder(up_axis=up_axis, gravity=-G)
     b.particle_collide = False  # particles 1 m apart; only ground contact matters here
     up = np.array(b.up_vector)
@@ -35,7 +40,7 @@ def test_static_penetration_is_mg_over_ke(up_axis):
     ms = np.array([0.1, 0.3, 1.0])
     for i, m in enumerate(ms):
         b.add_particle(pos=i * side + r * up, mass=m, radius=r)  # just touching, at rest
-    b.add_ground_plane()
+    b.add_ground_plane(ke=KE_SHAPE, kd=10.0)
     model = b.finalize(device=DEVICE)
     # The ground's kd = 10 N s/m damps the bounce at kd / 2m >= 5 /s: after 1.5 s the transient
     # (initial amplitude m g / ke) is below e^-7.5 = 6e-4 of it.
@@ -60,8 +65,8 @@ def test_sliding_particle_decelerates_at_mu_g_and_stops_at_v0_squared_over_2_mu_
     v0 = np.array([1.2, 1.6, 0.0])  # |v0| = 2 m/s, at an angle to the axes
     speed0 = np.linalg.norm(v0)
     b = inertia.ModelBuilder(up_axis="z", gravity=-G)
-    # start at the static equilibrium depth so the normal force is m g from the first step
-    b.add_particle(pos=(0.0, 0.0, r - m * G / KE_SHAPE), vel=v0, mass=m, radius=r)
+    # start at the static equilibrium depth g tau^2 so the normal force is m g from the first step
+    b.add_particle(pos=(0.0, 0.0, r - G * TAU ** 2), vel=v0, mass=m, radius=r)
     b.add_ground_plane(mu=mu)
     model = b.finalize(device=DEVICE)
     eps = model.friction_smoothing
@@ -101,7 +106,7 @@ def test_sliding_particle_decelerates_at_mu_g_and_stops_at_v0_squared_over_2_mu_
     assert speed[-1] < 1.0e-3  # it stopped ...
     assert (np.einsum("ij,j->i", vel[:, :2], v0[:2]) >= -1e-6).all()  # ... without ever reversing
     assert np.abs(direction - v0[:2] / speed0).max() < 1e-4  # along its initial direction
-    assert abs(sim.q()[0, 2] - (r - m * G / KE_SHAPE)) < 1e-5  # and stayed on the ground
+    assert abs(sim.q()[0, 2] - (r - G * TAU ** 2)) < 1e-5  # and stayed on the ground
 
 
 def test_granular_pile_settles():
@@ -187,7 +192,7 @@ def test_particles_come_to_rest_on_static_colliders():
     b.add_particle(pos=(6.0 + 0.07, -0.09, h + r + gap), mass=m, radius=r)
     model = b.finalize(device=DEVICE)
 
-    # ground kd / 2m = 50 /s: 1 s settles the bounces and the ring-down (e^-50) completely
+    # critically damped at tau = 5 ms: 1 s (200 tau) settles the bounces and the ring-down completely
     sim = simulate(model, 1000, 1.0e-3)
     q = sim.q()
     # surface distances from closed-form signed distance functions (float64)
@@ -200,11 +205,11 @@ def test_particles_come_to_rest_on_static_colliders():
     p = rot.T @ (q[3] - np.array([6.0, 0.0, 0.0]))
     d_mesh = p[2] - h if (np.abs(p[:2]) < h).all() else np.nan
     d = np.array([d_sphere, d_box, d_capsule, d_mesh])
-    expected = r - m * G / KE_SHAPE  # rest distance: the radius minus the static penetration m g / ke
+    expected = r - G * TAU ** 2  # rest distance: the radius minus the static penetration g tau^2
     err = np.abs(d - expected) / r
     print("static colliders (sphere, box, capsule, mesh): distance/radius", np.round(d / r, 6),
           f"expected {expected / r:.6f}; error/radius", err, "speed", np.linalg.norm(sim.qd(), axis=1).max())
-    # 1e-4 of the radius (5e-6 m, 5 % of the 9.8e-5 m static penetration m g / ke): resting on the surface
+    # 1e-4 of the radius (5e-6 m, 2 % of the 2.45e-4 m static penetration g tau^2): resting on the surface
     # at the penalty equilibrium, neither floating at r nor sunk in.
     assert np.isfinite(d).all()
     assert (err < 1.0e-4).all()

@@ -456,7 +456,7 @@ def test_nonfinite_error_stages(stage, poison):
 def test_nonfinite_error_contact_stage():
     b = inertia.ModelBuilder()
     b.add_particle((0.0, 0.0, 0.04), mass=0.1, radius=0.05)
-    b.add_ground_plane()
+    b.add_ground_plane(ke=1.0e4, kd=10.0)  # absolute gains: the infinite ke below is what the contact uses
     model = b.finalize(device=DEVICE)
     solver = inertia.SemiImplicitSolver(model, check_finite=True)
     states = [model.state() for _ in range(3)]

@@ -3,8 +3,8 @@
 Each scenario keeps the same contact set across the finite-difference
 perturbations, where the rollout is smooth in the parameter:
 
-- a cube sliding on the ground (4 corner contacts, sliding far faster than
-  ``friction_smoothing``): gradients w.r.t. its initial velocity
+- a cube sliding on the ground (4 corner contacts, all sliding: Coulomb
+  friction at mu f_n): gradients w.r.t. its initial velocity
   ``state.body_qd``, its inverse mass ``model.body_inv_mass`` (what every
   kernel reads; the inertia is held fixed) and both shapes'
   ``shape_material_mu``;
@@ -15,8 +15,8 @@ perturbations, where the rollout is smooth in the parameter:
   gravity off): gradients w.r.t. the particle's and the box's initial velocities.
 
 Where a perturbation adds or removes a contact (a drop whose impact moves
-from one step to the next, a joint limit being reached, friction sticking
-at |v_t| ~ friction_smoothing with the split bound of body_contact) the
+from one step to the next, a joint limit being reached, a contact passing
+between stick and slip: the kink of the Coulomb projection) the
 rollout is not smooth and a finite difference says nothing about the tape
 gradient; such scenarios are not compared here.
 """
@@ -151,7 +151,7 @@ def sliding_cube(steps=40, smoothing=1e-3):
     b.contact_smoothing = smoothing
     b.add_ground_plane(mu=0.4)
     h = 0.05
-    depth = smoothed_rest_depth(G / 4, b.default_shape_ke, smoothing)
+    depth = smoothed_rest_depth(G / 4, 0.25 / b.default_shape_tau ** 2, smoothing)  # a corner: m_eff = m / 4
     body = b.add_body(xform=((0, 0, h - depth), (0, 0, 0, 1)),
                       linear_velocity=(1.0, 0.3, 0.0), angular_velocity=(0.0, 0.0, 0.8))
     b.add_shape_box(body, hx=h, hy=h, hz=h, density=1.0 / (8 * h ** 3), mu=0.6)
@@ -199,7 +199,8 @@ def test_gradients_of_a_particle_sliding_on_a_free_box():
     b.particle_collide = False
     b.contact_smoothing = 1e-3  # as for the cube: smooth in the normal direction
     radius = 0.02
-    depth = smoothed_rest_depth(4.0, b.default_shape_ke, b.contact_smoothing)
+    # pressed by 4 N; its contact's effective mass is 1 / (1 / 0.2 kg + the box's 1 / 1 kg at the centre)
+    depth = smoothed_rest_depth(4.0, (1.0 / 6.0) / b.default_shape_tau ** 2, b.contact_smoothing)
     b.add_particle(pos=(0.0, 0.0, 0.05 + radius - depth), vel=(0.8, 0.2, -0.05), mass=0.2, radius=radius)
     body = b.add_body(angular_velocity=(0.0, 0.0, 0.3))
     b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.05, density=1000.0 / 16, mu=0.5)  # 1 kg

@@ -47,7 +47,8 @@ def scene() -> inertia.ModelBuilder:
     """Every shape and joint type the engine has, with limits, drives, materials and filters."""
     b = inertia.ModelBuilder(gravity=(0.5, -0.3, -9.7))
     b.add_ground_plane(mu=0.8, restitution=0.1, label="ground")
-    b.add_shape_box(-1, ((2.0, 0.0, 0.25), axis_angle((0, 0, 1), 0.4)), 0.5, 0.25, 0.25, label="step")
+    b.add_shape_box(-1, ((2.0, 0.0, 0.25), axis_angle((0, 0, 1), 0.4)), 0.5, 0.25, 0.25, tau=0.008, zeta=0.6,
+                    label="step")
     torso = b.add_body(((0.0, 0.0, 1.0), axis_angle((1, 1, 0), 0.3)), mass=4.0,
                        inertia=[[0.2, 0.01, -0.02], [0.01, 0.3, 0.005], [-0.02, 0.005, 0.25]], com=(0.05, -0.02, 0.01),
                        label="torso")
@@ -133,7 +134,7 @@ def compare(a: inertia.ModelBuilder, b: inertia.ModelBuilder, density=True):
             assert np.allclose(a.shape_mesh[s][0], b.shape_mesh[t][0], atol=1e-7)
             assert np.array_equal(a.shape_mesh[s][1], b.shape_mesh[t][1])
         for attr in ("shape_material_mu", "shape_material_restitution", "shape_material_ke", "shape_material_kd",
-                     "shape_collision_group", "shape_collision_mask", "shape_flags") + (
+                     "shape_material_tau", "shape_material_zeta", "shape_collision_group", "shape_collision_mask", "shape_flags") + (
                          ("shape_density",) if density and a.shape_type[s] != 4 else ()):
             assert getattr(b, attr)[t] == pytest.approx(getattr(a, attr)[s], rel=1e-6), (label, attr)
 

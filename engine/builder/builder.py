@@ -53,10 +53,9 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         else:
             self.gravity = _vec3(gravity, "gravity")
 
-        # particle-particle contact parameters (the model-wide material)
-        self.particle_ke = 1.0e4  # normal stiffness [N/m]
-        self.particle_kd = 10.0  # normal damping [N s/m]
-        self.particle_mu = 0.5  # Coulomb friction coefficient
+        # particle-particle contact (the model-wide material: particle_tau / zeta, or particle_ke / kd, and
+        # particle_mu; inertia.builder.shapes)
+        self._init_contact()
         self.particle_damping = 0.0  # linear velocity damping [1/s]
         self.particle_collide = True  # particle-particle contact on/off
         self.friction_smoothing = 0.01  # velocity [m/s] below which Coulomb friction is smoothed

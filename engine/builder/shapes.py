@@ -1,10 +1,31 @@
 """Shapes of the ModelBuilder: colliders that are static (``body=-1``) or attached to a rigid body.
 
 Every ``add_shape_*`` takes the same keyword properties (see
-:data:`SHAPE_PROPERTIES`): a material for contact (penalty stiffness ``ke``
-[N/m], damping ``kd`` [N s/m], Coulomb friction ``mu``, ``restitution`` in
-[0, 1], used by the XPBDSolver), a ``density`` [kg/m^3] from which a body
-without an explicit mass gets its mass and inertia, and a collision filter.
+:data:`SHAPE_PROPERTIES`): a material for contact (Coulomb friction ``mu``,
+``restitution`` in [0, 1] used by the XPBDSolver, and the SemiImplicitSolver's
+penalty gains, below), a ``density`` [kg/m^3] from which a body without an
+explicit mass gets its mass and inertia, and a collision filter.
+
+Penalty gains come in two modes (:mod:`inertia.solvers.forces.contact` gives the law):
+
+* mass-scaled (the default): a contact time constant ``tau`` [s] and damping
+  ratio ``zeta``; each contact's stiffness and damping are m_eff / tau^2 and
+  2 zeta m_eff / tau with m_eff the effective mass of the contact along its
+  normal, so a 1 g link and a 10 kg body sink g tau^2 and rebound alike.
+  Defaults ``default_shape_tau`` (:data:`DEFAULT_CONTACT_TAU`) and
+  ``default_shape_zeta`` (1: critically damped).
+* absolute: ``ke`` [N/m] and ``kd`` [N s/m], the same for every mass.
+
+A shape given ``ke`` or ``kd`` uses the absolute mode (the missing one from
+``default_shape_ke`` / ``default_shape_kd``); one given ``tau`` or ``zeta``,
+or neither, the mass-scaled mode; both kinds at once are refused. ``tau=0``
+also selects the absolute mode. Setting ``builder.default_shape_ke`` or
+``default_shape_kd`` makes the absolute mode the default for the shapes added
+after it (it sets ``default_shape_tau = 0``); setting ``default_shape_tau > 0``
+switches back. Particle-particle contact has the same pair, model-wide:
+``builder.particle_tau`` / ``particle_zeta`` (mass-scaled by the pair's reduced
+mass) or ``particle_ke`` / ``particle_kd`` (setting either selects them:
+``particle_tau = 0``).
 
 Collision filter: two shapes collide when each one's ``collision_group`` bits
 meet the other's ``collision_mask`` bits (defaults: group 1, mask all bits),
@@ -32,9 +53,16 @@ from ..types import (
     SHAPE_FLAG_COLLIDE_SHAPES,
 )
 
+# The default contact time constant [s] of shapes and particle pairs: rest depth g tau^2 = 0.25 mm, stable at
+# the README's steps (see inertia.solvers.forces.contact for the condition on dt / tau).
+DEFAULT_CONTACT_TAU = 0.005
+
 SHAPE_PROPERTIES = {
-    "ke": "contact stiffness [N/m] (penalty contact of the SemiImplicitSolver); default builder.default_shape_ke",
-    "kd": "contact damping [N s/m]; default builder.default_shape_kd",
+    "ke": "absolute contact stiffness [N/m] (penalty contact of the SemiImplicitSolver); selects the absolute mode",
+    "kd": "absolute contact damping [N s/m]; selects the absolute mode",
+    "tau": "contact time constant [s]: stiffness m_eff / tau^2 per contact (default builder.default_shape_tau; "
+           "0: the absolute ke / kd)",
+    "zeta": "contact damping ratio: damping 2 zeta m_eff / tau (default builder.default_shape_zeta, 1: critical)",
     "mu": "Coulomb friction coefficient; default builder.default_shape_mu",
     "restitution": "normal restitution in [0, 1] (XPBDSolver); default builder.default_shape_restitution",
     "density": "[kg/m^3] for the mass of a body without an explicit mass; default builder.default_shape_density",
@@ -68,18 +96,68 @@ class Visual:
     label: str = "visual"
 
 
+class AbsoluteGain:
+    """A builder default of absolute penalty gain: setting it on a builder selects the absolute mode.
+
+    Reading it on the class gives the built-in default; setting it on a builder stores the value there and
+    sets the builder's ``tau_attr`` (``default_shape_tau`` or ``particle_tau``) to 0, so the value set is the
+    value used, never silently ignored in favour of a time constant.
+    """
+
+    def __init__(self, value: float, tau_attr: str):
+        self.value, self.tau_attr = value, tau_attr
+
+    def __set_name__(self, owner, name):
+        self.name, self.slot = name, "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.value
+        return obj.__dict__.get(self.slot, self.value)
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value  # checked where it is used (add_shape_*, finalize), like every default
+        setattr(obj, self.tau_attr, 0.0)
+
+
 class ShapeBuilderMixin:
     """Shape-adding methods of :class:`inertia.ModelBuilder` (see the module docstring for the properties)."""
 
-    default_shape_ke = 1.0e4
-    default_shape_kd = 10.0
+    default_shape_ke = AbsoluteGain(1.0e4, "default_shape_tau")
+    default_shape_kd = AbsoluteGain(10.0, "default_shape_tau")
+    default_shape_tau = DEFAULT_CONTACT_TAU
+    default_shape_zeta = 1.0
     default_shape_mu = 0.5
     default_shape_restitution = 0.0
     default_shape_density = 1000.0
 
+    # particle-particle contact, model-wide: mass-scaled (particle_tau > 0) or absolute (particle_ke / kd)
+    particle_ke = AbsoluteGain(1.0e4, "particle_tau")  # [N/m]
+    particle_kd = AbsoluteGain(10.0, "particle_tau")  # [N s/m]
+
+    def _init_contact(self):
+        """The builder's particle-particle contact settings (the shapes' defaults are class attributes)."""
+        self.particle_tau = DEFAULT_CONTACT_TAU  # [s]
+        self.particle_zeta = 1.0
+        self.particle_mu = 0.5  # Coulomb friction coefficient
+
     @property
     def shape_count(self) -> int:
         return len(self.shape_type)
+
+    def _penalty_gains(self, props) -> tuple:
+        """(ke, kd, tau, zeta) of a new shape from its properties and the builder's defaults (see the module
+        docstring: ke / kd select the absolute mode, tau / zeta or neither the mass-scaled one)."""
+        given = {k: props.get(k) for k in ("ke", "kd", "tau", "zeta") if props.get(k) is not None}
+        ke = finite(given.get("ke", self.default_shape_ke), "shape ke", minimum=0.0)
+        kd = finite(given.get("kd", self.default_shape_kd), "shape kd", minimum=0.0)
+        zeta = finite(given.get("zeta", self.default_shape_zeta), "shape zeta", minimum=0.0)
+        tau = finite(given.get("tau", self.default_shape_tau), "shape tau", minimum=0.0)
+        absolute = "ke" in given or "kd" in given
+        if absolute and (tau > 0.0 and "tau" in given or "zeta" in given):
+            raise ValueError(f"shape: give either ke / kd (absolute penalty gains) or tau / zeta (mass-scaled), "
+                             f"not both; got {sorted(given)}")
+        return ke, kd, 0.0 if absolute else tau, zeta
 
     def _add_shape(self, body, geo_type, xform, scale, mesh=None, **props) -> int:
         unknown = set(props) - set(SHAPE_PROPERTIES)
@@ -93,6 +171,7 @@ class ShapeBuilderMixin:
             v = props.get(name)
             return finite(default if v is None else v, f"shape {name}", minimum=minimum)
 
+        ke, kd, tau, zeta = self._penalty_gains(props)
         restitution = prop("restitution", self.default_shape_restitution)
         if restitution > 1.0:
             raise ValueError(f"shape restitution must be in [0, 1], got {restitution}")
@@ -108,8 +187,10 @@ class ShapeBuilderMixin:
         self.shape_body.append(body)
         self.shape_transform.append(transform(xform, "shape xform"))
         self.shape_scale.append(tuple(float(s) for s in scale))
-        self.shape_material_ke.append(prop("ke", self.default_shape_ke))
-        self.shape_material_kd.append(prop("kd", self.default_shape_kd))
+        self.shape_material_ke.append(ke)
+        self.shape_material_kd.append(kd)
+        self.shape_material_tau.append(tau)
+        self.shape_material_zeta.append(zeta)
         self.shape_material_mu.append(prop("mu", self.default_shape_mu))
         self.shape_material_restitution.append(restitution)
         self.shape_density.append(prop("density", self.default_shape_density))

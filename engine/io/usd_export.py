@@ -51,6 +51,7 @@ def _scene_from_builder(b) -> dict:
         shape_scale=np.array(b.shape_scale, dtype=np.float64).reshape(-1, 3), shape_mesh=list(b.shape_mesh),
         shape_mu=list(b.shape_material_mu), shape_restitution=list(b.shape_material_restitution),
         shape_ke=list(b.shape_material_ke), shape_kd=list(b.shape_material_kd), shape_density=list(b.shape_density),
+        shape_tau=list(b.shape_material_tau), shape_zeta=list(b.shape_material_zeta),
         shape_group=list(b.shape_collision_group), shape_mask=list(b.shape_collision_mask),
         shape_flags=list(b.shape_flags),
         joint_type=list(b.joint_type), joint_parent=list(b.joint_parent), joint_child=list(b.joint_child),
@@ -104,6 +105,7 @@ def _scene_from_model(m) -> dict:
         shape_xform=np_(m.shape_transform).reshape(-1, 7), shape_scale=scale, shape_mesh=meshes,
         shape_mu=list(np_(m.shape_material_mu)), shape_restitution=list(np_(m.shape_material_restitution)),
         shape_ke=list(np_(m.shape_material_ke)), shape_kd=list(np_(m.shape_material_kd)),
+        shape_tau=list(np_(m.shape_material_tau)), shape_zeta=list(np_(m.shape_material_zeta)),
         shape_density=[0.0] * n_shapes,  # the model keeps its bodies' mass properties, not the shapes' density
         shape_group=m.shape_collision_group.numpy().tolist(), shape_mask=m.shape_collision_mask.numpy().tolist(),
         shape_flags=m.shape_flags.numpy().tolist(),
@@ -257,8 +259,10 @@ def _write_shape(stage, path: str, sc: dict, s: int, materials: dict) -> None:
         api.CreateRestitutionAttr(key[1])
         materials[key] = mat
     UsdShade.MaterialBindingAPI.Apply(prim).Bind(materials[key], UsdShade.Tokens.weakerThanDescendants, "physics")
-    _set_custom(prim, "ke", float(sc["shape_ke"][s]), Sdf.ValueTypeNames.Double)
-    _set_custom(prim, "kd", float(sc["shape_kd"][s]), Sdf.ValueTypeNames.Double)
+    # the penalty gains of the shape's mode (inertia.builder.shapes): mass-scaled (tau > 0) or absolute
+    gains = ("tau", "zeta") if sc["shape_tau"][s] > 0.0 else ("ke", "kd")
+    for key in gains:
+        _set_custom(prim, key, float(sc[f"shape_{key}"][s]), Sdf.ValueTypeNames.Double)
     _set_custom(prim, "collision_group", int(sc["shape_group"][s]), Sdf.ValueTypeNames.Int)
     _set_custom(prim, "collision_mask", int(sc["shape_mask"][s]), Sdf.ValueTypeNames.Int)
     flags = int(sc["shape_flags"][s])

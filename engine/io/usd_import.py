@@ -410,10 +410,15 @@ def _shape_material(s: _Stage, prim, props: dict) -> None:
         d = _authored(api.GetDensityAttr())
         if d and "density" not in props:
             props["density"] = float(d) * s.kpu / s.mpu**3
-    for key in ("ke", "kd", "collision_group", "collision_mask", "collide_shapes", "collide_particles"):
+    for key in ("ke", "kd", "tau", "zeta", "collision_group", "collision_mask", "collide_shapes", "collide_particles"):
         v = _custom(prim, key)
         if v is not None:
             props[key] = v
+            # the gains the stage authors choose the mode (inertia.builder.shapes): drop the other mode's defaults
+            other = {"ke": ("tau", "zeta"), "kd": ("tau", "zeta"), "tau": ("ke", "kd"), "zeta": ("ke", "kd")}
+            for k in other.get(key, ()):
+                if _custom(prim, k) is None:
+                    props.pop(k, None)
 
 
 def _joint_frame(s: _Stage, joint, side: int, bodies: dict, poses: dict):

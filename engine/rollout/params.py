@@ -58,3 +58,21 @@ def param_entity(name: str) -> str | None:
         return p.entity
     f = MODEL.get(name)
     return None if f is None else f.entity
+
+
+def idle_params(model, names) -> list:
+    """Messages for declared parameters that some entries of ``model`` leave out of every force, so their
+    gradient there is zero by construction: a shape's absolute ``ke`` / ``kd`` where it uses mass-scaled
+    gains (``shape_material_tau`` > 0), its ``tau`` / ``zeta`` where it uses the absolute ones (tau = 0)."""
+    out = []
+    if model.shape_count == 0:
+        return out
+    tau = model.shape_material_tau.numpy()
+    for name, idle, mode in (("shape_material_ke", tau > 0.0, "mass-scaled gains (shape_material_tau > 0)"),
+                             ("shape_material_kd", tau > 0.0, "mass-scaled gains (shape_material_tau > 0)"),
+                             ("shape_material_tau", tau == 0.0, "absolute gains (shape_material_tau = 0)"),
+                             ("shape_material_zeta", tau == 0.0, "absolute gains (shape_material_tau = 0)")):
+        if name in names and idle.any():
+            out.append(f"{name}: {int(idle.sum())} of {len(tau)} shapes use {mode}, so {name} does not act on "
+                       f"them and its gradient there is zero (see inertia.builder.shapes for the two modes)")
+    return out

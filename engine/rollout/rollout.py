@@ -38,7 +38,7 @@ import warp as wp
 from ..diagnostics import NonFiniteError, first_nonfinite
 from ..types import JOINT_BALL, JOINT_FREE
 from .layout import Layout
-from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, warp_param_names  # noqa: F401
+from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, idle_params, warp_param_names  # noqa: F401
 from .sizing import RolloutSizing
 
 def _wp(t: torch.Tensor, dtype=wp.float32) -> wp.array:
@@ -164,6 +164,8 @@ class Rollout(RolloutSizing):
         if unused:
             raise ValueError(f"{type(solver).__name__} does not read {unused[0]!r}: its gradient would be zero "
                              f"(parameters it ignores: {list(solver.unused_params)})")
+        for message in idle_params(model, warp_param_names(self.param_names)):
+            warnings.warn(message, stacklevel=2)
         for name in warp_param_names(self.param_names):
             a = getattr(model, name)
             if not a.requires_grad:

@@ -1,7 +1,7 @@
 """Force stages of the SemiImplicitSolver: each accumulates into a particle force or body wrench array."""
 
 from .bending import eval_bending_forces
-from .body_contact import eval_body_contact_forces
+from .body_contact import eval_body_contact_forces, eval_body_contact_sweeps
 from .contact import eval_particle_pair_contact_forces, eval_particle_shape_contact_forces
 from .external import apply_controls
 from .joints import eval_joint_forces
@@ -19,4 +19,5 @@ __all__ = [
     "eval_particle_pair_contact_forces",
     "eval_joint_forces",
     "eval_body_contact_forces",
+    "eval_body_contact_sweeps",
 ]

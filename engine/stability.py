@@ -53,7 +53,10 @@ def stable_time_steps(model) -> dict:
         attach = float(model.joint_attach_ke)
         if attach > 0:
             out["joint attachment"] = (1.0 / np.sqrt(attach), 0)
-        ke = np.maximum(model.joint_target_ke.numpy(), model.joint_limit_ke.numpy()).astype(np.float64)
+        # a limit's spring acts only where the dof has a finite limit (an unlimited dof's limit_ke never acts)
+        limited = np.isfinite(model.joint_limit_lower.numpy()) | np.isfinite(model.joint_limit_upper.numpy())
+        ke = np.maximum(model.joint_target_ke.numpy(), np.where(limited, model.joint_limit_ke.numpy(), 0.0))
+        ke = ke.astype(np.float64)
         if ke.size and ke.max() > 0:
             out["joint drives"] = _worst(_drive_time_steps(model, ke))
     return {k: v for k, v in out.items() if np.isfinite(v[0])}

@@ -134,3 +134,21 @@ def test_the_fuzzers_damping_blow_ups_stay_finite_and_quiet(name, kwargs):
         sim.step(60)
     q = sim.state.particle_q.numpy()
     assert np.isfinite(q).all() and q[:, 2].min() > 0.0  # and resting on the ground, not through it
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_a_limit_spring_bounds_the_step_only_where_the_dof_has_a_limit(limited):
+    """A pendulum link on a revolute joint: an unlimited joint's limit_ke never acts, so it must not bound the
+    step (it did: a 6-link chain at dt 1 ms was warned about a 1.7e-5 s limit and ran fine); a limited one is
+    bounded by 2 / sqrt(limit_ke w), w the link's largest inverse inertia (the estimate's own rule)."""
+    b = inertia.ModelBuilder()
+    link = b.add_body(xform=((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)), mass=1.0, inertia=np.diag([0.01, 0.02, 0.04]))
+    limits = dict(limit_lower=-1.0, limit_upper=1.0) if limited else {}
+    b.add_joint_revolute(-1, link, parent_xform=((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0),
+                         limit_ke=1.0e4, **limits)
+    model = b.finalize(device=DEVICE)
+    steps = inertia.stability.stable_time_steps(model)
+    if limited:
+        assert steps["joint drives"][0] == pytest.approx(2.0 / math.sqrt(1.0e4 / 0.01), rel=1e-6)
+    else:
+        assert "joint drives" not in steps

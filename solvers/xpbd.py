@@ -245,6 +245,9 @@ class XPBDSolver(SolverBase):
     """
 
     step_buffer_spec = XPBD_BUFFERS
+    # differentiable model parameters the step does not read (a rollout refuses to differentiate them): the
+    # penalty contact's mass-scaled gains (contacts here are positional constraints)
+    unused_params = ("shape_material_tau", "shape_material_zeta")
 
     def __init__(self, model, iterations: int = 10, relaxation: float = 1.0, splitting: str = "sqrt",
                  check_finite: bool = False, restitution_threshold: float = 0.1, velocity_iterations: int = 4,

@@ -360,6 +360,21 @@ def test_tau_and_zeta_are_rollout_parameters():
     assert "shape_material_tau" in names and "shape_material_zeta" in names
 
 
+@pytest.mark.parametrize("solver", ["xpbd", "featherstone"])
+def test_solvers_without_penalty_contact_refuse_tau_and_zeta(solver):
+    """The XPBD and Featherstone solvers never read a shape's tau / zeta (positional constraints, their own
+    contact time constant): a rollout declaring them would return a zero gradient, so it is refused."""
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(xform=((0.0, 0.0, 0.2), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_sphere(body, radius=0.1)
+    model = b.finalize(device=DEVICE)
+    make = {"xpbd": inertia.XPBDSolver, "featherstone": inertia.FeatherstoneSolver}[solver]
+    for name in ("shape_material_tau", "shape_material_zeta"):
+        with pytest.raises(ValueError, match=f"does not read '{name}'"):
+            inertia.Rollout(model, make(model), 2, 0.01, params=(name,))
+
+
 # --------------------------------------------------------------------------- gradients
 def bouncing_cube(smoothing=1e-3, steps=60, incline=0.0, velocity=(0.6, 0.2, -0.15), spin=0.5, lift=1e-3):
     """A 1 kg cube ``lift`` above its rest height on the ground (or on a slope of ``incline`` rad), moving and

@@ -97,7 +97,8 @@ class FeatherstoneSolver(SolverBase):
     # what a step reads of its input state (what a rollout checkpoints and restores)
     state_inputs = ("body_q", "body_qd", "joint_q", "joint_qd")
     # differentiable model parameters the step does not read (a rollout refuses to differentiate them)
-    unused_params = ("body_inv_mass", "shape_material_ke", "shape_material_kd", "shape_material_restitution")
+    unused_params = ("body_inv_mass", "shape_material_ke", "shape_material_kd", "shape_material_tau",
+                     "shape_material_zeta", "shape_material_restitution")
 
     def __init__(self, model, integrator: str = "euler", contact_timeconst: float = 0.005,
                  contact_dampratio: float = 1.0, friction_smoothing: float | None = None,

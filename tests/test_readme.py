@@ -6,6 +6,7 @@ import contextlib
 import io
 
 import numpy as np
+import pytest
 import math
 import os
 import re
@@ -95,3 +96,16 @@ def test_readme_robot_example_loads_simulates_and_records(tmp_path, monkeypatch)
     stage = Usd.Stage.Open(str(tmp_path / "panda.usda"))
     meshes = [p for p in stage.Traverse() if p.IsA(UsdGeom.Mesh) and "/visuals/" in str(p.GetPath())]
     assert len(meshes) >= 10 and stage.GetEndTimeCode() == 5.0  # a visual mesh per link; frames 0..5
+
+
+def test_readme_featherstone_example_drives_the_kuka_to_its_targets():
+    """The FeatherstoneSolver block as written: the Kuka's PD drives bring every joint near its target in 2 s.
+    A drive's steady-state error is the gravity torque over kp: at most ~25 Nm / 2000 Nm/rad ~ 0.013-0.02 rad
+    on the shoulder, so 0.05 rad bounds it; a drive that did not act would leave joint 4 at 0, 1.2 rad away."""
+    pytest.importorskip("pybullet_data")
+    scope = {}
+    exec(compile(_readme_block("## Robots in joint coordinates: FeatherstoneSolver"), "README.md", "exec"), scope)
+    q = scope["sim"].state.joint_q.numpy()
+    target = np.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])
+    assert np.all(np.isfinite(q)) and np.abs(q - target).max() < 0.05, q
+    assert scope["sim"].health()["nonfinite_frame"] is None

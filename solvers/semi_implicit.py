@@ -72,6 +72,48 @@ def integrate(model, data) -> None:
     integrate_bodies(model, state, out.body_f, dt, out.body_q, out.body_qd)
 
 
+def elastic_forces(model, x):
+    """Internal forces [N] (springs, membranes, bending, tets) at particle positions ``x`` (n, 3), velocities
+    zero: the stages' own kernels, on scratch states."""
+    s_in, s_out = model.state(requires_grad=False), model.state(requires_grad=False)
+    s_in.particle_q.assign(x.astype("float32"))
+    s_in.particle_qd.zero_()
+    s_out.particle_f.zero_()
+    data = SimpleNamespace(state_in=s_in, state_out=s_out, dt=1.0, check_finite=False, step_index=0)
+    for stage_fn in (eval_spring_forces, eval_triangle_forces, eval_bending_forces, eval_tetrahedron_forces):
+        stage_fn(model, data)
+    return s_out.particle_f.numpy().astype("float64")
+
+
+def explicit_stable_steps(model) -> dict:
+    """``{kind: (dt_max [s], index)}``: the largest stable step of every explicit force kind (host NumPy, once;
+    :mod:`inertia.stability`), the particles' elastic elements together by power iteration on their force
+    kernels (exact at rest)."""
+    steps = {k: v for k, v in stable_time_steps(model).items()
+             if k not in ("springs", "triangles", "bending", "tetrahedra")}
+    if model.particle_count:
+        elastic, particle = elastic_time_step(model, lambda x: elastic_forces(model, x))
+        if math.isfinite(elastic):
+            steps["elastic forces"] = (elastic, particle)
+    return steps
+
+
+def warn_beyond_stable_step(stable_steps: dict, dt: float, stacklevel: int = 4) -> None:
+    """A :class:`inertia.StabilityWarning` if ``dt`` [s] is beyond ``STABILITY_MARGIN`` times the smallest of
+    ``stable_steps`` (from :func:`explicit_stable_steps`), naming its kind and element."""
+    worst = smallest(stable_steps)
+    if worst is None or dt <= STABILITY_MARGIN * worst[2]:
+        return
+    kind, index, limit = worst
+    element = (f"particle {index}" if kind in ("particle contact", "elastic forces") else
+               f"joint {index}" if kind.startswith("joint") else f"element {index}")
+    warnings.warn(
+        f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
+        f"set by {element}; inertia.stability): the simulation will likely blow up. Use dt <= "
+        f"{STABILITY_MARGIN * limit:.3g} s (more substeps), heavier or softer elements, or the XPBDSolver, "
+        "which is stable at any step.", StabilityWarning, stacklevel=stacklevel)
+
+
 class SemiImplicitSolver(SolverBase):
     """Semi-implicit (symplectic) Euler with explicit force evaluation.
 
@@ -84,9 +126,9 @@ class SemiImplicitSolver(SolverBase):
         check_finite: raise :class:`inertia.NonFiniteError` naming the first
             stage and step that produced a NaN/inf (debugging; slow).
         contact_iterations: Jacobi sweeps of the shape-shape contacts' damping
-            and friction per step (default 4: a 64-box pile rests for 12 s, each
-            box within ~1 mm; 8 halves that; 1 is the cheapest, and lets a body
-            under a tangential load creep at ~1.5 g sin(theta) dt).
+            and friction per step (default 6: a 64-box pile rests for 12 s, each
+            box within ~2 mm; 1 is the cheapest, and lets a body under a
+            tangential load creep at ~1.5 g sin(theta) dt).
         contact_relaxation: how far each sweep but the last moves toward its
             target, in (0, 2) (default 1.8: over-relaxed, for the slow modes of
             bodies with many contacts).
@@ -118,26 +160,8 @@ class SemiImplicitSolver(SolverBase):
             value = getattr(model, name, 0.0)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
-        # the largest stable step of every element kind (host NumPy, once; inertia.stability), the particles'
-        # elastic elements together by power iteration on their force kernels (exact at rest)
-        self.stable_steps = {k: v for k, v in stable_time_steps(model).items()
-                             if k not in ("springs", "triangles", "bending", "tetrahedra")}
-        elastic, particle = elastic_time_step(model, self._elastic_forces) if model.particle_count else (math.inf, -1)
-        if math.isfinite(elastic):
-            self.stable_steps["elastic forces"] = (elastic, particle)
+        self.stable_steps = explicit_stable_steps(model)
         self._checked_dt = None
-
-    def _elastic_forces(self, x):
-        """Internal forces [N] (springs, membranes, bending, tets) at positions ``x`` (n, 3), velocities zero."""
-        model = self.model
-        s_in, s_out = model.state(requires_grad=False), model.state(requires_grad=False)
-        s_in.particle_q.assign(x.astype("float32"))
-        s_in.particle_qd.zero_()
-        s_out.particle_f.zero_()
-        data = SimpleNamespace(state_in=s_in, state_out=s_out, dt=1.0, check_finite=False, step_index=0)
-        for stage_fn in (eval_spring_forces, eval_triangle_forces, eval_bending_forces, eval_tetrahedron_forces):
-            stage_fn(model, data)
-        return s_out.particle_f.numpy().astype("float64")
 
     @property
     def stable_dt(self) -> float:
@@ -149,17 +173,7 @@ class SemiImplicitSolver(SolverBase):
     def _check_time_step(self, dt: float) -> None:
         """Warn once per step size beyond the estimated stable step (a Python comparison: capturable)."""
         self._checked_dt = dt
-        worst = smallest(self.stable_steps)
-        if worst is None or dt <= STABILITY_MARGIN * worst[2]:
-            return
-        kind, index, limit = worst
-        element = (f"particle {index}" if kind in ("particle contact", "elastic forces") else
-                   f"joint {index}" if kind.startswith("joint") else f"element {index}")
-        warnings.warn(
-            f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
-            f"set by {element}; inertia.stability): the simulation will likely blow up. Use dt <= "
-            f"{STABILITY_MARGIN * limit:.3g} s (more substeps), heavier or softer elements, or the XPBDSolver, "
-            "which is stable at any step.", StabilityWarning, stacklevel=3)
+        warn_beyond_stable_step(self.stable_steps, dt)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m = self.model

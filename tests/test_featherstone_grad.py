@@ -11,7 +11,9 @@ Scenarios keep one contact set across the perturbations (where the rollout is sm
 - a free box sliding and spinning on the ground (contacts, a free body): initial velocity, mass,
   friction;
 - the A1 quadruped standing on its feet (free base, contacts, drives): initial base pose and joint
-  angles, drive targets, gains, masses.
+  angles, drive targets, gains, masses;
+- a driven paddle carrying two particles joined by a spring (particle-shape contact both ways): initial
+  particle velocities and joint rate, drive target, the spring's and the contact's stiffness.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from test_featherstone_models import a1_builder, kuka_builder
 
 # the solver's kernels, rebuilt with the check on (the collision modules hold no differentiated state)
 SOLVER_MODULES = tuple(f"inertia.solvers.featherstone.{m}" for m in ("kinematics", "dynamics", "linalg", "contacts"))
+# and the particle stages a step with particles runs (test_gradients_of_a_paddle_carrying_particles)
+SOLVER_MODULES += ("inertia.solvers.forces.external", "inertia.solvers.forces.springs",
+                   "inertia.solvers.forces.contact", "inertia.integrators.euler")
 
 
 def _reload_solver_modules():
@@ -332,3 +337,69 @@ def test_rollout_gradients_of_the_a1_free_base(verify_access):
     check_torch("rollout a1", run, inputs, [
         Input("base", h=2e-4), Input("angles", h=1e-3), Input("targets", h=1e-3, mask=driven[None, :]),
         Input("mass", h=5e-2, relative=True, mask=dynamic)], seed=26)
+
+
+
+@wp.kernel
+def particle_loss_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), wx: wp.array(dtype=wp.vec3),
+                         wv: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(out, 0, wp.dot(x[i], wx[i]) + wp.dot(v[i], wv[i]))
+
+
+class PaddleRollout(JointRollout):
+    """JointRollout whose loss adds random weights . (final particle positions, 0.1 s x velocities)."""
+
+    def __init__(self, model, steps, dt, seed=0):
+        super().__init__(model, steps, dt, seed=seed)
+        rng = np.random.default_rng(seed + 100)
+        self.wx_np = rng.uniform(-1, 1, (model.particle_count, 3))
+        self.wv_np = 0.1 * rng.uniform(-1, 1, (model.particle_count, 3))
+        self.wx, self.wv = (wp.array(a.astype(np.float32), dtype=wp.vec3, device=DEVICE)
+                            for a in (self.wx_np, self.wv_np))
+
+    def _final_loss(self) -> float:
+        last = self.states[-1]
+        return (super()._final_loss() + float(np.sum(last.particle_q.numpy().astype(np.float64) * self.wx_np))
+                + float(np.sum(last.particle_qd.numpy().astype(np.float64) * self.wv_np)))
+
+    def backward(self) -> float:
+        if self.tape is not None:
+            self.tape.zero()
+        loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            self._run()
+            last, m = self.states[-1], self.model
+            wp.launch(joint_loss_kernel, dim=max(m.joint_coord_count, m.joint_dof_count, 1),
+                      inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
+            wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[loss],
+                      device=DEVICE)
+            wp.launch(particle_loss_kernel, dim=m.particle_count,
+                      inputs=[last.particle_q, last.particle_qd, self.wx, self.wv], outputs=[loss], device=DEVICE)
+        tape.backward(loss)
+        self.tape = tape
+        return float(loss.numpy()[0])
+
+
+def test_gradients_of_a_paddle_carrying_particles(verify_access):
+    """0.1 s of a driven paddle (tests/test_featherstone_particles.py) swinging toward its target with two
+    particles joined by a spring riding on it: both keep their contact with the paddle throughout (the loss
+    is smooth), so the gradient runs through the contact both ways (particle to body and back)."""
+    from test_featherstone_particles import paddle
+
+    model = paddle(particles=((0.25, 0.02, 0.0), (0.45, -0.03, 0.0)), particle_mass=0.2, spring_ke=200.0, mu=0.1,
+                   requires_grad=True)
+    r = PaddleRollout(model, 100, 1e-3, seed=3)
+    s0 = r.states[0]
+    # sliding toward each other (low friction: they slide the whole 0.1 s, so their paths depend on these
+    # velocities smoothly, and the spring between them is compressed)
+    s0.particle_qd.assign(np.array([[0.3, 0.05, 0.0], [-0.3, 0.05, 0.0]], np.float32))
+    s0.joint_qd.assign(np.array([-0.5], np.float32))
+    r.control.joint_target_pos.assign(np.array([-0.3], np.float32))
+    check_gradient("paddle particles", r.problem(
+        particle_qd0=s0.particle_qd, joint_qd0=s0.joint_qd, joint_target_pos=r.control.joint_target_pos,
+        spring_stiffness=model.spring_stiffness, shape_material_tau=model.shape_material_tau), [
+        Input("particle_qd0", h=3e-2, mask=np.array([1.0, 1.0, 0.0])), Input("joint_qd0", h=3e-2),
+        Input("joint_target_pos", h=3e-3), Input("spring_stiffness", h=3e-2, relative=True),
+        Input("shape_material_tau", h=3e-2, relative=True)], seed=27)

@@ -43,6 +43,7 @@ from ...collision.sdf import shape_geometry
 from ..solver import SolverBase
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
+from .particles import check_particle_time_step, particle_stable_steps, step_particles
 from .step_data import StepData, step_data_bytes
 from .topology import Topology
 
@@ -66,8 +67,9 @@ class FeatherstoneSolver(SolverBase):
     ``joint_velocity_limit`` (clamps the new rate). Drives, damping, friction and limits are implicit:
     stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are mass-independent
     spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
-    ``restitution`` and ``model.contact_smoothing`` are not used. Particles are not supported yet (a model
-    with particles is refused).
+    ``tau`` / ``zeta`` / ``restitution`` and ``model.contact_smoothing`` are not used there. Particles
+    (cloth, soft bodies, springs, granular) step as in the SemiImplicitSolver, with the same materials and
+    contact settings, and push the bodies they touch (:mod:`.particles`): a robot can hold cloth.
 
     Args:
         model: the :class:`inertia.Model`.
@@ -94,9 +96,11 @@ class FeatherstoneSolver(SolverBase):
             produced a NaN/inf (debugging; slow).
     """
 
-    # what a step reads of its input state (what a rollout checkpoints and restores)
+    # what a step reads of its input state (what a rollout checkpoints and restores); particles: see __init__
     state_inputs = ("body_q", "body_qd", "joint_q", "joint_qd")
-    # differentiable model parameters the step does not read (a rollout refuses to differentiate them)
+    # differentiable model parameters the step does not read (a rollout refuses to differentiate them); with
+    # particles, their contact reads the shapes' gains (see __init__). body_inv_mass: the articulation reads
+    # body_mass (a particle contact's effective mass alone would give a partial gradient)
     unused_params = ("body_inv_mass", "shape_material_ke", "shape_material_kd", "shape_material_tau",
                      "shape_material_zeta", "shape_material_restitution")
 
@@ -107,9 +111,11 @@ class FeatherstoneSolver(SolverBase):
         if integrator not in ("euler", "rk4"):
             raise ValueError(f"FeatherstoneSolver: integrator must be 'euler' or 'rk4', got {integrator!r}")
         self.integrator = integrator
+        self.stable_steps, self._checked_dt = {}, None  # the particles' explicit step bounds (.particles)
         if model.particle_count:
-            raise ValueError(f"FeatherstoneSolver does not simulate particles yet; the model has "
-                             f"{model.particle_count} (use the SemiImplicitSolver or XPBDSolver for them)")
+            self.state_inputs = ("particle_q", "particle_qd") + type(self).state_inputs
+            self.unused_params = ("body_inv_mass", "shape_material_restitution")
+            self.stable_steps = particle_stable_steps(model)
         self.contact_timeconst = _positive(contact_timeconst, "contact_timeconst")
         self.contact_dampratio = _positive(contact_dampratio, "contact_dampratio")
         eps = model.friction_smoothing if friction_smoothing is None else friction_smoothing
@@ -208,9 +214,16 @@ class FeatherstoneSolver(SolverBase):
         model, topo, dev = self.model, self.topology, self.model.device
         dt = float(dt)
         controls = self._controls(control)
+        data = (self._step_data(state_out, contacts)
+                if (topo.slot_count or topo.kinematic_bodies.size or model.particle_count) else None)
+        if model.particle_count:  # the particles' step; their reactions on bodies join the Control's wrench
+            if dt != self._checked_dt:
+                check_particle_time_step(self, dt)
+            step_particles(self, state_in, state_out, control, contacts, dt,
+                           data.body_f_ext if model.body_count else None)
+            controls = (data.body_f_ext, *controls[1:])
         if model.body_count:
             wp.copy(state_out.body_f, controls[0])
-        data = self._step_data(state_out, contacts) if (topo.slot_count or topo.kinematic_bodies.size) else None
         if topo.kinematic_bodies.size:
             for k, st in enumerate(data.stages):  # contacts read a kinematic body's pose from each stage's body_X
                 wp.launch(kinematics.kinematic_bodies_kernel, dim=topo.kinematic_bodies.size,

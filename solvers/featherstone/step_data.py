@@ -33,9 +33,10 @@ _STAGE_CONTACT = (
 )
 _STAGE_ZERO = ("body_Ic", "body_fsub", "partial0", "partial_y", "partial_x", "tau_contact")
 _STAGE_CONTACT_ZERO = ("partial", "z_partial", "inv_mass", "z_sum", "row_sum")
-# the step's own: gathered input, result, the output's twists (scratch of the body outputs)
+# the step's own: gathered input, result, the output's twists (scratch of the body outputs), the external
+# wrench on each body (the Control's plus the particles' contact reactions; :mod:`.particles`)
 _STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord"), ("qd_next", float, "dof"),
-         ("twist", wp.spatial_vector, "body"))
+         ("twist", wp.spatial_vector, "body"), ("body_f_ext", wp.spatial_vector, "body"))
 # RK4 only: the states of stages 2..4 and the weighted rates
 _RK4 = (("stage_q", float, "coord3"), ("stage_qd", float, "dof3"), ("u", float, "dof"), ("dv", float, "dof"))
 _FLOATS = {float: 1, wp.vec3: 3, wp.transform: 7, wp.spatial_vector: 6, wp.spatial_matrix: 36}

@@ -6,6 +6,7 @@ links, limits, friction, effort and velocity limits, mass-independent contact)."
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -553,3 +554,46 @@ def test_bad_input_is_refused():
     b.add_joint_revolute(a, ghost, label="spins_nothing")
     with pytest.raises(ValueError, match="spins_nothing"):
         inertia.FeatherstoneSolver(b.finalize())
+
+
+def test_the_panda_holds_a_pose_on_its_drives_at_1_ms():
+    """pybullet_data's Franka Panda (its 0.1 kg fingers, effort limits 12-87 N m, velocity limits 2.2-2.6 rad/s)
+    from straight up to a pose on PD drives (kp 400, kd 40) at dt 1 ms with the defaults: the move saturates
+    the effort and rate limits (as on the real arm), then settles; at rest every arm joint's drive torque
+    kp (target - q) balances gravity as the float64 reference computes it at that q. The tolerance, 2e-3 of the
+    largest gravity torque (19.5 N m), is 8x the imbalance measured (5e-3 N m: float32 rounding of q times
+    kp); a drive that saw the wrong gravity or the wrong mass would be off by its whole share (~1-3 N m)."""
+    pybullet_data = pytest.importorskip("pybullet_data")
+    b = inertia.ModelBuilder()
+    kp = 400.0
+    b.add_urdf(f"{pybullet_data.getDataPath()}/franka_panda/panda.urdf", joint_target_ke=kp, joint_target_kd=40.0)
+    model = b.finalize()
+    solver = inertia.FeatherstoneSolver(model)
+    control = model.control()
+    target = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8, 0.02, 0.02], np.float32)
+    control.joint_target_pos.assign(target)
+    state = simulate(model, solver, model.state(), 4000, 1e-3, control)
+    q, qd = state.joint_q.numpy().astype(np.float64), state.joint_qd.numpy()
+    lower, upper = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
+    assert np.isfinite(q).all() and np.abs(qd).max() < 1e-3  # settled
+    assert np.all(q >= lower - 1e-3) and np.all(q <= upper + 1e-3)
+    gravity = Reference(model).bias(q, np.zeros(model.joint_dof_count))[:7]
+    drive = kp * (target[:7] - q[:7])
+    print(f"\n[featherstone] Panda at rest: drive torque {drive.round(3)} N m, gravity {gravity.round(3)} N m")
+    assert np.abs(drive - gravity).max() < 2e-3 * np.abs(gravity).max()
+
+
+def test_no_joint_dynamics_warning_for_a_model_with_all_of_them():
+    """The FeatherstoneSolver simulates armature, damping, friction, effort and velocity limits: a model that
+    sets them all is not told they are ignored (the base class warns for solvers that ignore some)."""
+    b = inertia.ModelBuilder()
+    link = b.add_body(mass=1.0, inertia=np.eye(3) * 0.01)
+    b.add_joint_revolute(-1, link, axis=(0.0, 1.0, 0.0))
+    b.joint_armature[0], b.joint_damping[0], b.joint_friction[0] = 0.01, 0.1, 0.05
+    b.joint_effort_limit[0], b.joint_velocity_limit[0] = 5.0, 3.0
+    model = b.finalize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inertia.FeatherstoneSolver(model)
+    with pytest.warns(RuntimeWarning, match="does not simulate joint_armature, joint_velocity_limit"):
+        inertia.SemiImplicitSolver(model)

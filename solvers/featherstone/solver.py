@@ -96,6 +96,8 @@ class FeatherstoneSolver(SolverBase):
             produced a NaN/inf (debugging; slow).
     """
 
+    # every per-dof joint dynamics field is simulated (SolverBase warns about the ones a solver ignores)
+    ignores_joint_fields = ()
     # what a step reads of its input state (what a rollout checkpoints and restores); particles: see __init__
     state_inputs = ("body_q", "body_qd", "joint_q", "joint_qd")
     # differentiable model parameters the step does not read (a rollout refuses to differentiate them); with

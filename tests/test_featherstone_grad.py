@@ -140,14 +140,16 @@ class JointRollout:
         tape = wp.Tape()
         with tape:
             self._run()
-            last, m = self.states[-1], self.model
-            wp.launch(joint_loss_kernel, dim=max(m.joint_coord_count, m.joint_dof_count, 1),
-                      inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
-            wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[loss],
-                      device=DEVICE)
+            self._record_loss(self.states[-1], loss)
         tape.backward(loss)
         self.tape = tape
         return float(loss.numpy()[0])
+
+    def _record_loss(self, last, loss) -> None:
+        m = self.model
+        wp.launch(joint_loss_kernel, dim=max(m.joint_coord_count, m.joint_dof_count, 1),
+                  inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
+        wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[loss], device=DEVICE)
 
     def problem(self, **arrays) -> TapeProblem:
         return TapeProblem(arrays, self.loss, self.backward)
@@ -363,23 +365,10 @@ class PaddleRollout(JointRollout):
         return (super()._final_loss() + float(np.sum(last.particle_q.numpy().astype(np.float64) * self.wx_np))
                 + float(np.sum(last.particle_qd.numpy().astype(np.float64) * self.wv_np)))
 
-    def backward(self) -> float:
-        if self.tape is not None:
-            self.tape.zero()
-        loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
-        tape = wp.Tape()
-        with tape:
-            self._run()
-            last, m = self.states[-1], self.model
-            wp.launch(joint_loss_kernel, dim=max(m.joint_coord_count, m.joint_dof_count, 1),
-                      inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
-            wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[loss],
-                      device=DEVICE)
-            wp.launch(particle_loss_kernel, dim=m.particle_count,
-                      inputs=[last.particle_q, last.particle_qd, self.wx, self.wv], outputs=[loss], device=DEVICE)
-        tape.backward(loss)
-        self.tape = tape
-        return float(loss.numpy()[0])
+    def _record_loss(self, last, loss) -> None:
+        super()._record_loss(last, loss)
+        wp.launch(particle_loss_kernel, dim=self.model.particle_count,
+                  inputs=[last.particle_q, last.particle_qd, self.wx, self.wv], outputs=[loss], device=DEVICE)
 
 
 def test_gradients_of_a_paddle_carrying_particles(verify_access):

@@ -558,8 +558,8 @@ def test_bad_input_is_refused():
 
 def test_the_panda_holds_a_pose_on_its_drives_at_1_ms():
     """pybullet_data's Franka Panda (its 0.1 kg fingers, effort limits 12-87 N m, velocity limits 2.2-2.6 rad/s)
-    from straight up to a pose on PD drives (kp 400, kd 40) at dt 1 ms with the defaults: the move saturates
-    the effort and rate limits (as on the real arm), then settles; at rest every arm joint's drive torque
+    from straight up to a pose on PD drives (kp 400, kd 40) at dt 1 ms with the defaults: it gets there within
+    its limits and settles; at rest every arm joint's drive torque
     kp (target - q) balances gravity as the float64 reference computes it at that q. The tolerance, 2e-3 of the
     largest gravity torque (19.5 N m), is 8x the imbalance measured (5e-3 N m: float32 rounding of q times
     kp); a drive that saw the wrong gravity or the wrong mass would be off by its whole share (~1-3 N m)."""

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import inertia
-from conftest import DEVICE
+from conftest import DEVICE, quat_matrix
+from gradcheck import Input, TorchProblem, check_gradient
 
 G = 9.81
 HINGE = np.array([0.0, 0.0, 0.5])
@@ -73,23 +74,40 @@ def test_a_particle_on_a_driven_link_tilts_it_by_its_torque():
 
 def test_momentum_passes_between_particles_and_a_free_body():
     """Zero gravity: four 50 g particles hit a free 8 kg box off its centre at 2 m/s and bounce (it drifts and
-    spins). Each contact force acts on the particle and, reversed, on the body in the same step, so the total
-    linear momentum (particles + the body's centre of mass) stays 0.4 kg m/s in x. 1e-4 of it is ~10x the float32
-    rounding of 600 steps of sums at this size (measured: 1.3e-6)."""
+    spins). Each contact force acts on the particle and, reversed, on the body in the same step, with its torque
+    about the body's centre of mass taken at the particle, so the total linear momentum (particles + the body's
+    centre of mass) stays 0.4 kg m/s in x and the total angular momentum about the world origin (particles'
+    m x cross v, the body's I w + M c cross v) stays at its start. Bounds: linear, 1e-5 of 0.4 kg m/s (measured
+    1.3e-7 of it: float32 sums); angular, what rounding every position once a step does when it adds up
+    coherently, steps x 2^-24 x |x| (0.5 m) x the momentum (0.4): 7e-6 kg m^2/s (measured 1.5e-6). A torque
+    taken about the world origin instead of the centre of mass (0.36 m away) would be off by c x the impulse
+    the box took (0.45 kg m/s), ~0.1 kg m^2/s."""
     b = inertia.ModelBuilder(gravity=0.0)
-    box = b.add_body(xform=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    box = b.add_body(xform=((0.3, -0.2, 0.1), (0.0, 0.0, 0.0, 1.0)))
     b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=1000.0)
     for y, z in ((0.05, 0.02), (-0.06, 0.04), (0.02, -0.07), (-0.03, -0.01)):
-        b.add_particle((-0.25, y, z), vel=(2.0, 0.0, 0.0), mass=0.05, radius=0.02)
+        b.add_particle((0.05, -0.2 + y, 0.1 + z), vel=(2.0, 0.0, 0.0), mass=0.05, radius=0.02)
     model = b.finalize(device=DEVICE)
+
+    def momenta(state):
+        x, v = state.particle_q.numpy().astype(np.float64), state.particle_qd.numpy().astype(np.float64)
+        q, qd = state.body_q.numpy()[0].astype(np.float64), state.body_qd.numpy()[0].astype(np.float64)
+        mass, rot = float(model.body_mass.numpy()[0]), quat_matrix(q[3:])
+        c = q[:3] + rot @ model.body_com.numpy()[0].astype(np.float64)
+        inertia_world = rot @ model.body_inertia.numpy()[0].astype(np.float64) @ rot.T
+        linear = 0.05 * v.sum(axis=0) + mass * qd[:3]
+        angular = 0.05 * np.cross(x, v).sum(axis=0) + inertia_world @ qd[3:] + mass * np.cross(c, qd[:3])
+        return linear, angular
+
+    p0, l0 = momenta(model.state())
     sim = simulate(model, 0.6, 1e-3)
+    p, angular = momenta(sim.state)
     s = sim.state
-    p = (0.05 * s.particle_qd.numpy().astype(np.float64)).sum(axis=0)
-    p += float(model.body_mass.numpy()[0]) * s.body_qd.numpy()[0, :3].astype(np.float64)
-    print(f"\n[featherstone particles] momentum after the hits {p} kg m/s (0.4, 0, 0 before); box v "
-          f"{s.body_qd.numpy()[0, :3]}, w {s.body_qd.numpy()[0, 3:]}")
+    print(f"\n[featherstone particles] momentum {p} kg m/s (before {p0}), angular {angular} (before {l0}) "
+          f"kg m^2/s; box v {s.body_qd.numpy()[0, :3]}, w {s.body_qd.numpy()[0, 3:]}")
     assert s.body_qd.numpy()[0, 0] > 0.02 and np.abs(s.body_qd.numpy()[0, 3:]).max() > 0.01  # it was hit
-    assert np.abs(p - [0.4, 0.0, 0.0]).max() < 1e-4 * 0.4
+    assert np.abs(p - p0).max() < 1e-5 * 0.4
+    assert np.abs(angular - l0).max() < 600 * 2.0 ** -24 * 0.5 * 0.4
 
 
 def test_particles_alone_step_as_in_the_semi_implicit_solver():
@@ -127,14 +145,15 @@ def test_a_step_beyond_the_particles_stable_step_is_warned():
 
 
 def test_rollout_of_a_robot_carrying_particles():
-    """A Rollout through the FeatherstoneSolver returns particle and joint trajectories equal to the plain loop
-    and takes gradients w.r.t. both (checked against central differences in test_featherstone_grad.py); a
-    shape's contact gains are parameters here (particle contact reads them), body_inv_mass is not."""
+    """A Rollout through the FeatherstoneSolver (checkpointed, captured) returns particle and joint
+    trajectories bitwise the plain loop's, and its torch gradients w.r.t. the drive targets and the contact
+    time constant (a parameter here: particle contact reads it; body_inv_mass is not) agree with central
+    differences (tests/gradcheck.py)."""
     model = paddle(particles=((0.3, 0.02, 0.0), (0.5, -0.03, 0.0)), particle_mass=0.2)
     solver = inertia.FeatherstoneSolver(model)
     ro = inertia.Rollout(model, solver, 10, 0.01, 10, params=("shape_material_tau",))
-    target = torch.full((10, 1), 0.2, requires_grad=True)
-    tau = torch.tensor(model.shape_material_tau.numpy(), requires_grad=True)
+    target = torch.full((10, 1), 0.2)
+    tau = torch.tensor(model.shape_material_tau.numpy())
     out = ro(joint_target_pos=target, params={"shape_material_tau": tau})
     # the plain loop
     s0, s1, control, contacts = model.state(), model.state(), model.control(), model.contacts()
@@ -143,11 +162,15 @@ def test_rollout_of_a_robot_carrying_particles():
         model.collide(s0, contacts)
         solver.step(s0, s1, control, contacts, 1e-3)
         s0, s1 = s1, s0
-    np.testing.assert_array_equal(out.particle_q[-1].detach().numpy(), s0.particle_q.numpy())
-    np.testing.assert_array_equal(out.joint_q[-1].detach().numpy(), s0.joint_q.numpy())
-    loss = out.particle_q[-1][:, 2].sum() + out.joint_q[-1].sum()
-    loss.backward()
-    assert torch.isfinite(target.grad).all() and target.grad.abs().sum() > 0
-    assert torch.isfinite(tau.grad).all() and tau.grad.abs().sum() > 0
+    np.testing.assert_array_equal(out.particle_q[-1].numpy(), s0.particle_q.numpy())
+    np.testing.assert_array_equal(out.joint_q[-1].numpy(), s0.joint_q.numpy())
+    w = torch.tensor(np.random.default_rng(4).uniform(-1, 1, (2, 3)), dtype=torch.float32)
+
+    def run(x):
+        o = ro(joint_target_pos=x["target"], params={"shape_material_tau": x["tau"]})
+        return (w * o.particle_q[-1]).sum() + o.joint_q[-1].sum()
+
+    check_gradient("rollout paddle particles", TorchProblem(run, {"target": target, "tau": tau}), [
+        Input("target", h=1e-2), Input("tau", h=3e-2, relative=True)], seed=31)
     with pytest.raises(ValueError, match="does not read 'body_inv_mass'"):
         inertia.Rollout(model, solver, 2, 0.01, params=("body_inv_mass",))

@@ -69,7 +69,9 @@ class FeatherstoneSolver(SolverBase):
     spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
     ``tau`` / ``zeta`` / ``restitution`` and ``model.contact_smoothing`` are not used there. Particles
     (cloth, soft bodies, springs, granular) step as in the SemiImplicitSolver, with the same materials and
-    contact settings, and push the bodies they touch (:mod:`.particles`): a robot can hold cloth.
+    contact settings, and push the bodies they touch (:mod:`.particles`): a robot can hold cloth. Their
+    contacts read the input state's ``body_q`` / ``body_qd`` (as collision does), so after editing
+    ``joint_q``, :meth:`sync_bodies` is needed for them too.
 
     Args:
         model: the :class:`inertia.Model`.

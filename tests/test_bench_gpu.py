@@ -34,7 +34,7 @@ from bench_scenes import SCENES  # noqa: E402
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpucheck")
     proc = subprocess.run([sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu", "--tiny", "--out",
-                           str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+                           str(out)], capture_output=True, text=True, timeout=1500, cwd=ROOT)
     path = out / "gpu_check.json"
     assert path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(path) as f:

@@ -197,6 +197,18 @@ def _movable(x, inp: Input) -> np.ndarray:
     return np.ones_like(x) if inp.mask is None else np.broadcast_to(np.asarray(inp.mask, dtype=np.float64), x.shape)
 
 
+def _zero_entry_steps(x, inp: Input) -> np.ndarray:
+    """How far :func:`nudged` may move each entry of ``x`` that is exactly 0: the input's step where the check
+    moves that entry, and 0 where it never does (masked out, or a relative input's zero: a structural zero,
+    such as a fixed particle's inverse mass, whose nudge to 1e-9 would free the particle and let it fall)."""
+    s = inp.h * _movable(x, inp)
+    if inp.relative:
+        s = s * (x != 0.0)
+    if inp.scale is not None:
+        s = s * np.broadcast_to(np.asarray(inp.scale, dtype=np.float64), x.shape)
+    return s
+
+
 def _direction(x, inp: Input, rng) -> np.ndarray:
     """Random signs and sizes on every entry (a third of them small), the largest 1, times each entry's scale."""
     r = rng.uniform(-1.0, 1.0, x.shape) * np.where(rng.uniform(size=x.shape) < 0.5, 1.0, 0.3)
@@ -230,7 +242,7 @@ def check_gradient(name: str, problem, inputs, *, directions: int = 2, ratio: fl
             points.append(base)
         else:
             points.append(nudged(base, np.random.default_rng((nudge_seed or 0) * 7919 + p),
-                                  steps={inp.name: inp.h * _movable(base[inp.name], inp) for inp in inputs}))
+                                  steps={inp.name: _zero_entry_steps(base[inp.name], inp) for inp in inputs}))
     dirs = {inp.name: [_direction(base[inp.name], inp, rng) for _ in range(directions)] for inp in inputs}
     lines = {inp.name: [] for inp in inputs}  # (gd, S, fd1, fd2, residuals, h2) per point and direction
     try:

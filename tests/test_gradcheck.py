@@ -78,6 +78,20 @@ def test_nudges_move_every_entry_by_a_few_ulps_and_zeros_by_a_fraction_of_the_st
     assert out["w"][1] == 0.0  # an entry that must not move stays put
 
 
+def test_a_relative_inputs_zero_entries_are_never_nudged():
+    """A relative input's zero is structural (a fixed particle's inverse mass, a massless base): nudged to 1e-9 it
+    would free the particle, gravity would pull it and the loss would jump (it did: an XPBD chain's anchor fell
+    under INERTIA_NUDGE_SEED=3). An absolute input's zero (a particle at rest) moves by a fraction of its step."""
+    x = np.array([0.0, 5.0, 0.0])
+    rel = gradcheck._zero_entry_steps(x, Input("inv_mass", 0.05, relative=True))
+    absolute = gradcheck._zero_entry_steps(x, Input("qd0", 0.01, mask=np.array([1.0, 1.0, 0.0])))
+    np.testing.assert_array_equal(rel, [0.0, 0.05, 0.0])
+    np.testing.assert_array_equal(absolute, [0.01, 0.01, 0.0])
+    for seed in range(20):
+        out = gradcheck.nudged({"m": x}, np.random.default_rng(seed), steps={"m": rel})["m"]
+        assert out[0] == 0.0 and out[2] == 0.0 and out[1] != 0.0
+
+
 # ------------------------------------------------------------------ representative engine checks, other roundings
 def _representative():
     import test_gradients

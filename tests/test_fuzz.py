@@ -10,7 +10,7 @@ collision stage's state scan at the latest one step after the first non-finite v
 
 The run is derandomized (the same examples on every machine, so CI is reproducible) and small (about a
 minute on 2 cores); the larger rates quoted in the closing notes of issue 17 come from the same scenes at
-300 examples. A failing example is printed by hypothesis as the drawn spec; rebuild it with
+300 examples: ``python benchmarks/fuzz.py`` (smoke test: tests/test_bench_fuzz.py). A failing example is printed by hypothesis as the drawn spec; rebuild it with
 ``fuzz_scenes.build(spec)``.
 """
 

@@ -12,8 +12,10 @@ from a plain ``collide`` + ``step`` loop. Counted:
 - ``silent``: those of them that no warning preceded (the engine owes 0);
 - ``stability_first``: those a :class:`inertia.StabilityWarning` preceded (the step was beyond the
   estimated stable step before the first step);
-- ``warned_but_finite``: scenes that stayed finite although a StabilityWarning was raised (the estimate's
-  false alarms: it is conservative).
+- ``substepped``: scenes whose steps the SemiImplicitSolver split into substeps because ``dt`` was beyond
+  the estimated stable step (``max_substeps``: they cost more, and should stay finite);
+- ``warned_but_finite``: scenes that stayed finite although a StabilityWarning was raised (with
+  ``substepped`` ones among them; those without substeps are the estimate's false alarms).
 
 Prints a summary line and the first few non-finite scenes' specs; ``--json`` writes the counts.
 """
@@ -30,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 STABILITY = "beyond the stable step"  # the StabilityWarning's words (solvers/semi_implicit.py)
+SUBSTEPPED = "substeps of"  # ... and its words when the step runs as substeps
 
 
 def parse_args(argv=None):
@@ -40,6 +43,7 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=200, help="steps per scene")
     p.add_argument("--seed", type=int, default=1234, help="hypothesis seed (the same scenes on every machine)")
     p.add_argument("--json", default=None, help="write the counts here")
+    p.add_argument("--dump", default=None, help="write every scene's spec, warnings and first non-finite step here")
     return p.parse_args(argv)
 
 
@@ -73,16 +77,21 @@ def main(argv=None) -> dict:
         "stability_first": sum(1 for r in bad if any(STABILITY in w for w in r["warnings"])),
         "warned_but_finite": sum(1 for r in results if r["nonfinite_step"] is None
                                  and any(STABILITY in w for w in r["warnings"])),
+        "substepped": sum(1 for r in results if any(SUBSTEPPED in w for w in r["warnings"])),
         "wall_s": round(time.perf_counter() - start, 1),
     }
     print(f"{args.solver} dt {args.dt:.4g} s, {args.steps} steps: {counts['nonfinite']}/{counts['scenes']} "
           f"non-finite, {counts['silent']} of them silently, {counts['stability_first']} after a "
-          f"StabilityWarning; {counts['warned_but_finite']} warned but finite ({counts['wall_s']} s)")
+          f"StabilityWarning; {counts['warned_but_finite']} warned but finite, {counts['substepped']} of all run as "
+          f"substeps ({counts['wall_s']} s)")
     for r in bad[:5]:
         print(f"  non-finite at step {r['nonfinite_step']}: {r['spec']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"schema": "inertia-fuzz/1", **counts}, f, indent=1)
+    if args.dump:
+        with open(args.dump, "w") as f:
+            json.dump(results, f, default=str)
     return counts
 
 

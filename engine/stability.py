@@ -12,8 +12,9 @@ step (it only widens the stable range), and the limit is the stiffest mode of th
 - **Penalty contact** of a particle: the stiffest shape's ke over the particle's mass (absolute gains), or
   1 / tau^2 of the shortest time constant (mass-scaled gains, any mass).
 - **Joints**: the mass-scaled attachment springs need ``sqrt(ke) dt <= 1`` (measured on a falling chain:
-  its modes reach about 2 ke); drives and limits: their stiffness over the pair's largest inverse
-  inertia about the joint.
+  its modes reach about 2 ke); drives and limits: their stiffness times the pair's inverse inertia about
+  the joint axis (each body's about its centre of mass: the attachment only adds inertia about the pivot,
+  so this bounds the mode from above).
 
 Host-side work, once at solver construction (never inside a step, so steps stay capturable); a model
 whose parameters are edited afterwards keeps the estimate of its construction.
@@ -67,17 +68,29 @@ def _drive_time_steps(model, ke) -> np.ndarray:
     inv_m = model.body_inv_mass.numpy().astype(np.float64)
     parent, child = model.joint_parent.numpy(), model.joint_child.numpy()
     types, dof_start = model.joint_type.numpy(), model.joint_qd_start.numpy()
+    axes = model.joint_axis.numpy().astype(np.float64)
+    # the joint frame's rotation in the parent and child body frames (transforms: p (3), q (x, y, z, w))
+    frames = {"p": model.joint_X_p.numpy().astype(np.float64), "c": model.joint_X_c.numpy().astype(np.float64)}
     out = np.full(model.joint_count, np.inf)
     for j in range(model.joint_count):
         if types[j] not in (0, 1) or dof_start[j + 1] == dof_start[j]:  # only prismatic and revolute are driven
             continue
-        bodies = [b for b in (parent[j], child[j]) if b >= 0]
-        if types[j] == 1:  # revolute: the pair's largest inverse inertia
-            w_axis = max(float(np.linalg.eigvalsh(sum(inv_i[b] for b in bodies)).max()), 0.0)
+        if types[j] == 1:  # revolute: the torque acts about the axis: each body's inverse inertia about it
+            w_axis = 0.0
+            for side, b in (("p", parent[j]), ("c", child[j])):
+                if b >= 0:
+                    a = _rotate(frames[side][j, 3:], axes[j])
+                    w_axis += max(float(a @ inv_i[b] @ a), 0.0)
         else:
-            w_axis = float(sum(inv_m[b] for b in bodies))
+            w_axis = float(sum(inv_m[b] for b in (parent[j], child[j]) if b >= 0))
         out[j] = _two_over_w(ke[dof_start[j]] * w_axis)
     return out
+
+
+def _rotate(q, v) -> np.ndarray:
+    """``v`` rotated by the unit quaternion ``q`` (x, y, z, w)."""
+    u, w = q[:3], q[3]
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
 
 
 def elastic_time_step(model, forces, iterations: int = 40, seed: int = 0):

@@ -34,6 +34,9 @@ class State:
     step_buffers: the per-step buffers of the solver step that wrote this state
     (XPBD's iterates and multipliers, ...; declared by the solver's
     ``step_buffer_spec``), or None: the backward pass of that step reads them.
+    substep_states: the intermediate States of that step when the solver split
+    it into substeps (the SemiImplicitSolver beyond its stable step), each with
+    its own step buffers; empty otherwise.
 
     Create states with :meth:`inertia.Model.state`; never share one State between
     two places of a recorded rollout (the tape needs every intermediate state).
@@ -43,6 +46,7 @@ class State:
 
     # the per-step buffers of the solver step that wrote this state (set by the solver; not a schema field)
     step_buffers = None
+    substep_states = ()  # the intermediate States of a step split into substeps (set by the solver)
 
     def __init__(self):
         for name in STATE_ARRAYS:
@@ -74,6 +78,8 @@ class State:
                 a.grad.zero_()
         if self.step_buffers is not None:
             self.step_buffers.zero_grad()
+        for state in self.substep_states:
+            state.zero_grad()
 
 
 class Control:

@@ -21,6 +21,7 @@ import warp as wp
 
 from ..integrators import integrate_bodies, integrate_particles
 from ..schema import STATE_CHECKPOINT
+from ..state import STATE_ARRAYS
 from ..diagnostics import StabilityWarning
 from ..stability import elastic_time_step, smallest, stable_time_steps
 from .forces import (
@@ -98,20 +99,38 @@ def explicit_stable_steps(model) -> dict:
     return steps
 
 
-def warn_beyond_stable_step(stable_steps: dict, dt: float, stacklevel: int = 4) -> None:
+def substeps_for(stable_steps: dict, dt: float, max_substeps: int) -> int:
+    """The fewest equal substeps (at most ``max_substeps``) that bring a step of ``dt`` [s] within
+    ``STABILITY_MARGIN`` times the smallest of ``stable_steps`` (1: ``dt`` is within it, or nothing bounds it)."""
+    worst = smallest(stable_steps)
+    if worst is None or dt <= STABILITY_MARGIN * worst[2]:
+        return 1
+    return max(1, min(int(max_substeps), math.ceil(dt / (STABILITY_MARGIN * worst[2]))))
+
+
+def warn_beyond_stable_step(stable_steps: dict, dt: float, stacklevel: int = 4, substeps: int = 1) -> None:
     """A :class:`inertia.StabilityWarning` if ``dt`` [s] is beyond ``STABILITY_MARGIN`` times the smallest of
-    ``stable_steps`` (from :func:`explicit_stable_steps`), naming its kind and element."""
+    ``stable_steps`` (from :func:`explicit_stable_steps`), naming its kind and element; ``substeps``: how many
+    substeps the solver splits such a step into (1: none, the step runs as given and likely blows up)."""
     worst = smallest(stable_steps)
     if worst is None or dt <= STABILITY_MARGIN * worst[2]:
         return
     kind, index, limit = worst
     element = (f"particle {index}" if kind in ("particle contact", "elastic forces") else
                f"joint {index}" if kind.startswith("joint") else f"element {index}")
+    head = (f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
+            f"set by {element}; inertia.stability)")
+    if substeps > 1 and dt / substeps <= STABILITY_MARGIN * limit:
+        warnings.warn(
+            f"{head}: each step runs as {substeps} substeps of {dt / substeps:.3g} s, so it stays stable at "
+            f"{substeps} times the cost (max_substeps). For the cost of one step: heavier or softer elements, or the "
+            "XPBDSolver, which is stable at any step.", StabilityWarning, stacklevel=stacklevel)
+        return
+    split = f" even in {substeps} substeps (max_substeps)" if substeps > 1 else ""
     warnings.warn(
-        f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
-        f"set by {element}; inertia.stability): the simulation will likely blow up. Use dt <= "
-        f"{STABILITY_MARGIN * limit:.3g} s (more substeps), heavier or softer elements, or the XPBDSolver, "
-        "which is stable at any step.", StabilityWarning, stacklevel=stacklevel)
+        f"{head}: the simulation will likely blow up{split}. Use dt <= {STABILITY_MARGIN * limit:.3g} s (more "
+        "substeps), heavier or softer elements, or the XPBDSolver, which is stable at any step.",
+        StabilityWarning, stacklevel=stacklevel)
 
 
 class SemiImplicitSolver(SolverBase):
@@ -132,6 +151,15 @@ class SemiImplicitSolver(SolverBase):
         contact_relaxation: how far each sweep but the last moves toward its
             target, in (0, 2) (default 1.8: over-relaxed, for the slow modes of
             bodies with many contacts).
+        max_substeps: a step ``dt`` beyond the estimated stable step
+            (``stable_dt``, :mod:`inertia.stability`) runs as the fewest equal
+            substeps that are within it, at most this many (default 64), and is
+            warned about once (:class:`inertia.StabilityWarning`): a stiff or
+            light element costs time instead of blowing up. 1: every step runs
+            as given (an unstable one is warned about and likely blows up).
+            Each substep writes an intermediate State kept on ``state_out``
+            (``state_out.substep_states``) so a recorded step differentiates
+            through all of them.
 
     Rigid bodies: joints are stiff springs scaled by each joint's effective mass
     (``model.joint_attach_ke`` [1/s^2], ``joint_attach_kd`` [1/s]; see
@@ -147,21 +175,24 @@ class SemiImplicitSolver(SolverBase):
     ignores_joint_fields = ("joint_armature", "joint_velocity_limit")
 
     def __init__(self, model, check_finite: bool = False, contact_iterations: int = 6,
-                 contact_relaxation: float = 1.8):
+                 contact_relaxation: float = 1.8, max_substeps: int = 64):
         super().__init__(model, check_finite)
         if isinstance(contact_iterations, bool) or not isinstance(contact_iterations, int) or contact_iterations < 1:
             raise ValueError(f"contact_iterations must be an integer >= 1, got {contact_iterations!r}")
         if (not isinstance(contact_relaxation, (int, float)) or isinstance(contact_relaxation, bool)
                 or not 0.0 < contact_relaxation < 2.0):
             raise ValueError(f"contact_relaxation must be a number in (0, 2), got {contact_relaxation!r}")
+        if isinstance(max_substeps, bool) or not isinstance(max_substeps, int) or max_substeps < 1:
+            raise ValueError(f"max_substeps must be an integer >= 1, got {max_substeps!r}")
         self.contact_iterations = contact_iterations
+        self.max_substeps = max_substeps
         self.contact_relaxation = float(contact_relaxation)
         for name in ("joint_attach_ke", "joint_attach_kd"):
             value = getattr(model, name, 0.0)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
         self.stable_steps = explicit_stable_steps(model)
-        self._checked_dt = None
+        self._checked_dt, self._substeps = None, 1
 
     @property
     def stable_dt(self) -> float:
@@ -170,10 +201,15 @@ class SemiImplicitSolver(SolverBase):
         worst = smallest(self.stable_steps)
         return math.inf if worst is None else worst[2]
 
+    def substeps(self, dt: float) -> int:
+        """How many equal substeps a step of ``dt`` [s] runs as (1 within the stable step; ``max_substeps``)."""
+        return substeps_for(self.stable_steps, dt, self.max_substeps)
+
     def _check_time_step(self, dt: float) -> None:
-        """Warn once per step size beyond the estimated stable step (a Python comparison: capturable)."""
-        self._checked_dt = dt
-        warn_beyond_stable_step(self.stable_steps, dt)
+        """Choose the substeps of this step size and warn once per step size beyond the estimated stable step
+        (Python comparisons: capturable)."""
+        self._checked_dt, self._substeps = dt, self.substeps(dt)
+        warn_beyond_stable_step(self.stable_steps, dt, substeps=self._substeps)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m = self.model
@@ -182,12 +218,48 @@ class SemiImplicitSolver(SolverBase):
         return {"body": m.body_count, "rigid_contact": max(rigid_contact_max, 1),
                 "contact_iterate": self.contact_iterations + 1}
 
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:
+        """Bytes of the per-step buffers every output state of a step carries; with ``dt`` [s], a step split
+        into n substeps also carries n - 1 intermediate States and their buffers."""
+        one = super().state_buffer_bytes(requires_grad, rigid_contact_max)
+        n = 1 if dt is None else self.substeps(dt)
+        if n == 1:
+            return one
+        state = sum(a.capacity for a in _state_arrays(self.model.state(requires_grad=False)))
+        return n * one + (n - 1) * state * (2 if requires_grad else 1)
+
+    def substep_states(self, state_out, count: int) -> list:
+        """The ``count`` intermediate States of a split step that writes ``state_out`` (allocated once per
+        output state and reused: a recorded rollout, which writes a new State per step, keeps each step's)."""
+        requires_grad = state_out.requires_grad()
+        states = state_out.substep_states
+        if len(states) != count or any(s.requires_grad() != requires_grad for s in states):
+            states = state_out.substep_states = [self.model.state(requires_grad=requires_grad)
+                                                 for _ in range(count)]
+        return states
+
     def step(self, state_in, state_out, control, contacts, dt: float):
-        """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
-        model = self.model
-        data = self.begin_step(state_in, state_out, control, contacts, dt)  # validates dt first
+        """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``.
+
+        A ``dt`` beyond the stable step runs as substeps (``max_substeps``), each from the same contacts and
+        controls."""
         if dt != self._checked_dt:
+            self._validate_dt(dt)  # before it is compared
             self._check_time_step(dt)
+        n = self._substeps
+        if n == 1:
+            self._advance(state_in, state_out, control, contacts, dt)
+        else:
+            states = [state_in, *self.substep_states(state_out, n - 1), state_out]
+            for k in range(n):
+                self._advance(states[k], states[k + 1], control, contacts, dt / n)
+        self.step_count += 1
+        return state_out
+
+    def _advance(self, state_in, state_out, control, contacts, dt: float) -> None:
+        """One explicit step of ``dt`` [s]: the stages in order."""
+        model = self.model
+        data = self.begin_step(state_in, state_out, control, contacts, dt)  # validates its inputs
 
         apply_controls(model, data)
         eval_spring_forces(model, data)
@@ -202,5 +274,6 @@ class SemiImplicitSolver(SolverBase):
         integrate(model, data)
         update_joint_coordinates(model, data)
 
-        self.step_count += 1
-        return state_out
+
+def _state_arrays(state):
+    return [a for a in (getattr(state, name) for name in STATE_ARRAYS) if a is not None]

@@ -106,11 +106,12 @@ class SolverBase:
         """Allocate ``state``'s per-step buffers now rather than at its first step as ``state_out`` (``contacts``)."""
         self.step_buffers(state, contacts)
 
-    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:
         """Bytes of the per-step buffers every output state of a step carries (gradients included when
         ``requires_grad``), from the same declaration that allocates them.
 
-        ``rigid_contact_max``: the capacity of the step's ``Contacts`` (XPBD's multipliers are per contact).
+        ``rigid_contact_max``: the capacity of the step's ``Contacts`` (XPBD's multipliers are per contact);
+        ``dt`` [s]: the step (a solver that splits a step into substeps keeps more; here it changes nothing).
         """
         return self.step_buffer_spec.nbytes(self._buffer_sizes(rigid_contact_max), requires_grad)
 
@@ -128,10 +129,14 @@ class SolverBase:
                           body_q=state_in.body_q, body_qd=state_in.body_qd)
         return data
 
-    def _validate(self, state_in, state_out, control, contacts, dt) -> None:
+    @staticmethod
+    def _validate_dt(dt) -> None:
         # any real scalar (Python or NumPy: np.float32 is not a float subclass), but not a bool
         if not isinstance(dt, numbers.Real) or isinstance(dt, (bool, np.bool_)) or not math.isfinite(dt) or dt <= 0.0:
             raise ValueError(f"dt must be a finite number > 0 (seconds), got {dt!r}")
+
+    def _validate(self, state_in, state_out, control, contacts, dt) -> None:
+        self._validate_dt(dt)
         if state_in is state_out:
             raise ValueError("state_in and state_out must be different State objects (step never writes its input)")
         model = self.model

@@ -2,11 +2,11 @@
 
 Hypothesis draws scenes from ``fuzz_scenes.scenes()`` (cloth, soft blocks, spring chains, free bodies and
 driven chains over a ground plane, materials in the ranges they come in) and steps each one with both
-maximal-coordinate solvers at the step they state for such scenes. The property is not "never NaN": a
-stiff, light mesh at a fixed step is beyond any explicit integrator, and the engine cannot refuse valid
-input. It is: every scene that goes non-finite was reported by an inertia warning (``StabilityWarning``
-when the step exceeds the estimated stable step, before the first step; ``NonFiniteWarning`` from the
-collision stage's state scan at the latest one step after the first non-finite value).
+maximal-coordinate solvers at the step they state for such scenes. The SemiImplicitSolver owes finiteness:
+a step beyond its estimated stable step runs as substeps (``max_substeps``), so a stiff, light mesh costs
+time instead of blowing up. The XPBDSolver owes: every scene that goes non-finite was reported by an
+inertia warning (``StabilityWarning``, or ``NonFiniteWarning`` from the collision stage's state scan at the
+latest one step after the first non-finite value).
 
 The run is derandomized (the same examples on every machine, so CI is reproducible) and small (about a
 minute on 2 cores); the larger rates quoted in the closing notes of issue 17 come from the same scenes at
@@ -43,6 +43,9 @@ def _check(spec, solver):
             s0, s1 = s1, s0
         model.collide(s0, contacts)  # the state scan of the step after the last one
     finite = all(np.isfinite(a.numpy()).all() for a in (s0.particle_q, s0.particle_qd, s0.body_q, s0.body_qd))
+    if solver == "semi_implicit":  # a step beyond the stable one runs as substeps (max_substeps): no blow-up
+        assert finite, f"{solver}: non-finite after {STEPS} steps at its stated step"
+        return
     reported = [w for w in caught if issubclass(w.category, REPORTS)]
     assert finite or reported, f"{solver}: non-finite after {STEPS} steps, no StabilityWarning / NonFiniteWarning"
 

@@ -1,8 +1,8 @@
 """inertia.Simulator (graph-replayed frames, checked once per frame) and the non-finite report of model.collide.
 
 The reference for the Simulator is the README's plain loop on the same model: replay must give the same
-bits. The non-finite case is a spring chain stepped at 1.6 times its stable step (a closed form): it blows up, and
-the engine says so before (the stability guard) and when (the non-finite report), never silently.
+bits. The non-finite case is a spring chain stepped at 1.6 times its stable step (a closed form) without the
+solver's substeps: it blows up, and the engine says so before (the stability guard) and when (the non-finite report), never silently.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_changed_scalar_recaptures():
 
 def too_stiff_springs(dt=1.0 / 2400.0):
     """A chain of 10 g particles on springs whose stable step is dt / 1.6 (2 / sqrt(ke (2 / m)) = dt / 1.6), over
-    the ground: the explicit solver must blow up, and say so."""
+    the ground: the explicit solver run without substeps (``max_substeps=1``) must blow up, and say so."""
     m = 0.01
     ke = (2.0 / (dt / 1.6)) ** 2 * m / 2.0
     b = inertia.ModelBuilder()
@@ -84,7 +84,7 @@ def too_stiff_springs(dt=1.0 / 2400.0):
 def test_a_plain_loop_that_goes_non_finite_is_told_before_and_when():
     model = too_stiff_springs()
     s0, s1, control, contacts = model.state(), model.state(), model.control(), model.contacts()
-    solver = inertia.SemiImplicitSolver(model)
+    solver = inertia.SemiImplicitSolver(model, max_substeps=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(400):
@@ -102,7 +102,8 @@ def test_a_plain_loop_that_goes_non_finite_is_told_before_and_when():
 
 def test_the_simulator_names_the_frame_and_the_stage():
     model = too_stiff_springs()
-    sim = inertia.Simulator(model, inertia.SemiImplicitSolver(model), frame_dt=1.0 / 60.0, substeps=40)
+    sim = inertia.Simulator(model, inertia.SemiImplicitSolver(model, max_substeps=1), frame_dt=1.0 / 60.0,
+                            substeps=40)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sim.step(10)

@@ -40,12 +40,14 @@ class RolloutSizing:
         ckpt = -(-self.frames // k) * row
         solver_bytes = getattr(self.solver, "state_buffer_bytes", None)
         solver_part = 0
+        dt = self.dt  # a step beyond the stable one may run as substeps, each with its own State
         if solver_bytes is not None and self.model.body_count:  # XPBD keeps multipliers per rigid contact
             c = self._fwd_contacts
             solver_part = solver_bytes(True, rigid_contact_max=getattr(self, "_seg_caps", (0, 0, 0,
-                                                                                          c.rigid_contact_max))[3])
+                                                                                          c.rigid_contact_max))[3],
+                                       dt=dt)
         elif solver_bytes is not None:
-            solver_part = solver_bytes(True)
+            solver_part = solver_bytes(True, dt=dt)
         per_step = self._contact_bytes() + solver_part
         seg = (seg_steps + 1) * self.layout.state_bytes(self.model) * 2 + seg_steps * per_step
         traj = (self.frames + 1 if self.output == "trajectory" else 1) * row

@@ -132,8 +132,9 @@ class FeatherstoneSolver(SolverBase):
         self._zero_wrenches = wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, device=dev)
 
     # ------------------------------------------------------------------ per-state buffers
-    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0) -> int:
-        """Bytes of the StepData every output state of a step carries (``rigid_contact_max``: its Contacts')."""
+    def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:
+        """Bytes of the StepData every output state of a step carries (``rigid_contact_max``: its Contacts';
+        ``dt`` [s] changes nothing: this solver never splits a step)."""
         return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max)
 
     @property

@@ -474,6 +474,10 @@ class InertiaRunner:
                              "why": "step override"}
         self.dt = self.settings["dt"]
         self.notes = []
+        split = getattr(self.solver, "substeps", None)  # the SemiImplicitSolver beyond its estimated stable step
+        if split is not None and split(self.dt) > 1:
+            self.notes.append(f"each step of {self.dt:.3g} s runs as {split(self.dt)} substeps: it is beyond the "
+                              f"solver's estimated stable step ({self.solver.stable_dt:.3g} s)")
         self._static = None
 
     def counts(self) -> dict:

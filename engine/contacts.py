@@ -10,12 +10,11 @@ stays visible in the counter, and :meth:`Contacts.check_overflow` (called by
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import warp as wp
 
-from .diagnostics import NonFiniteWarning
+from .diagnostics import NonFiniteWarning, warn
 
 # Contacts.status, one int32 array so that a single host read reports everything collide() found:
 STATUS_COUNTS = 0  # [0:4] this step's requested (soft, pair, rigid pair, rigid contact) counts
@@ -182,11 +181,12 @@ class Contacts:
         c = self.counts(since_reset, status)
         return {count: max(0, c[count] - c[cap]) for count, cap, _, _ in _BUFFERS}
 
-    def check_overflow(self, raise_error: bool = False, since_reset: bool = False, stacklevel: int = 3,
+    def check_overflow(self, raise_error: bool = False, since_reset: bool = False,
                        status: np.ndarray | None = None) -> bool:
         """Warn (or raise :class:`ContactOverflowError`) if a buffer overflowed. Returns True if any did.
 
-        ``since_reset``: check every ``collide()`` since :meth:`reset_peak`, not only the last.
+        ``since_reset``: check every ``collide()`` since :meth:`reset_peak`, not only the last. The warning
+        names the first caller outside inertia.
         """
         s = self.read_status() if status is None else status
         over = self.overflow(since_reset, s)
@@ -203,23 +203,23 @@ class Contacts:
         )
         if raise_error:
             raise ContactOverflowError(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
+        warn(msg, RuntimeWarning)
         return True
 
-    def check(self, stacklevel: int = 3) -> None:
+    def check(self) -> None:
         """What ``model.collide`` reports after detection, from one host read of :attr:`status`: a buffer that
         overflowed this step, and (once) a state that had gone non-finite (:class:`inertia.NonFiniteWarning`)."""
         s = self.read_status()
-        self.check_overflow(stacklevel=stacklevel + 1, status=s)
+        self.check_overflow(status=s)
         first = self.first_nonfinite(s)
         if first is not None and not self._warned_nonfinite:
             self._warned_nonfinite = True
-            warnings.warn(
+            warn(
                 f"the simulation went non-finite: the state handed to collide() call {first} (counted from "
                 "the contacts' creation or reset_peak()) held NaN/inf positions or velocities, so the step that "
                 "produced it blew up. Build the solver with check_finite=True (or use inertia.Simulator, which "
                 "re-runs the frame with checks) to name the first stage; a smaller time step, softer materials "
-                "or the XPBDSolver usually help.", NonFiniteWarning, stacklevel=stacklevel)
+                "or the XPBDSolver usually help.", NonFiniteWarning)
 
     def soft_contact_pairs(self) -> np.ndarray:
         """(n, 2) array of (particle, shape) for the contacts kept this step (host copy)."""

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+import warnings
+
 import numpy as np
 import warp as wp
 
@@ -20,6 +25,33 @@ class NonFiniteWarning(RuntimeWarning):
 
 class StabilityWarning(RuntimeWarning):
     """A time step beyond the explicit solver's estimated stable step (reported once per step size)."""
+
+
+def _package_dirs() -> tuple:
+    # the folders of inertia's three packages (engine/, solvers/, integrators/ in a checkout; one tree when
+    # installed), with a trailing separator so that a sibling folder sharing a prefix is not taken for one
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = {here}
+    for name in ("solvers", "integrators"):  # found, not imported (they import this module)
+        spec = importlib.util.find_spec(f"{__package__}.{name}")
+        if spec is not None and spec.submodule_search_locations:
+            dirs |= {os.path.abspath(d) for d in spec.submodule_search_locations}
+    return tuple(os.path.join(d, "") for d in dirs)
+
+
+_PACKAGE_DIRS = None
+
+
+def warn(message: str, category=RuntimeWarning) -> None:
+    """``warnings.warn`` attributed to the first caller outside inertia (the user's line), however deep the
+    engine's own calls are (a step may run directly, or through :mod:`inertia.replay`)."""
+    global _PACKAGE_DIRS
+    if _PACKAGE_DIRS is None:
+        _PACKAGE_DIRS = _package_dirs()
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIRS):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)
 
 
 def first_nonfinite(a: wp.array) -> int | None:

@@ -139,7 +139,7 @@ class Simulator:
         overflowed, and (once) about a state that went non-finite, naming the frame (and, re-run with
         checks, the stage); then start counting afresh."""
         s = self.contacts.read_status()
-        self.contacts.check_overflow(since_reset=True, stacklevel=4, status=s)
+        self.contacts.check_overflow(since_reset=True, status=s)
         first = self.contacts.first_nonfinite(s)
         frames_checked = self.frame - self._checked
         self._checked = self.frame

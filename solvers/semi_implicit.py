@@ -14,7 +14,6 @@ has buffers of its own (no clearing between steps, nothing to alias).
 from __future__ import annotations
 
 import math
-import warnings
 from types import SimpleNamespace
 
 import warp as wp
@@ -22,7 +21,7 @@ import warp as wp
 from ..integrators import integrate_bodies, integrate_particles
 from ..schema import STATE_CHECKPOINT
 from ..state import STATE_ARRAYS
-from ..diagnostics import StabilityWarning
+from ..diagnostics import StabilityWarning, warn
 from ..stability import elastic_time_step, smallest, stable_time_steps
 from .forces import (
     apply_controls,
@@ -36,7 +35,7 @@ from .forces import (
     eval_tetrahedron_forces,
     eval_triangle_forces,
 )
-from .solver import SolverBase, update_joint_coordinates
+from .solver import SolverBase, replayed, update_joint_coordinates
 from .step_data import Buffer, StepBufferSpec, stage
 
 # Steps above this fraction of the estimated stable step are warned about: the step at which test scenes
@@ -108,7 +107,7 @@ def substeps_for(stable_steps: dict, dt: float, max_substeps: int) -> int:
     return max(1, min(int(max_substeps), math.ceil(dt / (STABILITY_MARGIN * worst[2]))))
 
 
-def warn_beyond_stable_step(stable_steps: dict, dt: float, stacklevel: int = 4, substeps: int = 1) -> None:
+def warn_beyond_stable_step(stable_steps: dict, dt: float, substeps: int = 1) -> None:
     """A :class:`inertia.StabilityWarning` if ``dt`` [s] is beyond ``STABILITY_MARGIN`` times the smallest of
     ``stable_steps`` (from :func:`explicit_stable_steps`), naming its kind and element; ``substeps``: how many
     substeps the solver splits such a step into (1: none, the step runs as given and likely blows up)."""
@@ -121,16 +120,16 @@ def warn_beyond_stable_step(stable_steps: dict, dt: float, stacklevel: int = 4, 
     head = (f"dt = {dt:.3g} s is beyond the stable step of explicit integration for {kind} (about {limit:.3g} s, "
             f"set by {element}; inertia.stability)")
     if substeps > 1 and dt / substeps <= STABILITY_MARGIN * limit:
-        warnings.warn(
+        warn(
             f"{head}: each step runs as {substeps} substeps of {dt / substeps:.3g} s, so it stays stable at "
             f"{substeps} times the cost (max_substeps). For the cost of one step: heavier or softer elements, or the "
-            "XPBDSolver, which is stable at any step.", StabilityWarning, stacklevel=stacklevel)
+            "XPBDSolver, which is stable at any step.", StabilityWarning)
         return
     split = f" even in {substeps} substeps (max_substeps)" if substeps > 1 else ""
-    warnings.warn(
+    warn(
         f"{head}: the simulation will likely blow up{split}. Use dt <= {STABILITY_MARGIN * limit:.3g} s (more "
         "substeps), heavier or softer elements, or the XPBDSolver, which is stable at any step.",
-        StabilityWarning, stacklevel=stacklevel)
+        StabilityWarning)
 
 
 class SemiImplicitSolver(SolverBase):
@@ -238,6 +237,7 @@ class SemiImplicitSolver(SolverBase):
                                                  for _ in range(count)]
         return states
 
+    @replayed
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``.
 

@@ -13,8 +13,8 @@ sizes (:meth:`SolverBase.buffer_sizes`); :meth:`SolverBase.begin_step` allocates
 
 from __future__ import annotations
 
+import functools
 import math
-import warnings
 import numbers
 
 import numpy as np
@@ -26,7 +26,9 @@ from ..collision.contact_sink import particle_pairs
 from ..collision.particle_shape import soft_contacts
 from ..collision.sdf import shape_geometry
 from ..diagnostics import check_finite as _check_finite
+from ..diagnostics import warn
 from ..kinematics import eval_ik, joint_topology
+from ..replay import Replay, signature
 from .forces.contact import penalty_law
 from .step_data import StepBuffers, StepBufferSpec, StepData, stage
 
@@ -58,6 +60,8 @@ class SolverBase:
         self.model = model
         self.check_finite = bool(check_finite)
         self.step_count = 0  # steps taken by this solver (used in error reports)
+        # a plain loop's steps replay from graphs captured per signature (inertia.replay; .enabled = False: off)
+        self.replay = Replay(model.device)
         self._warn_ignored_joint_dynamics()
         # drive targets and efforts of a step taken without a Control (allocated once: step() allocates nothing)
         self.zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=model.device)
@@ -74,9 +78,9 @@ class SolverBase:
             if (np.isfinite(values).any() if name.endswith("limit") else np.any(values != 0.0)):
                 used.append(name)
         if used:
-            warnings.warn(f"{type(self).__name__} does not simulate {', '.join(used)} (set on this model's joints, "
+            warn(f"{type(self).__name__} does not simulate {', '.join(used)} (set on this model's joints, "
                           "e.g. by a URDF's <dynamics> / <limit> or an MJCF's armature): they are ignored. The "
-                          "FeatherstoneSolver simulates them.", RuntimeWarning, stacklevel=4)
+                          "FeatherstoneSolver simulates them.", RuntimeWarning)
 
     # ------------------------------------------------------------------------------------------ step buffers
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
@@ -175,6 +179,31 @@ class SolverBase:
 
     def step(self, state_in, state_out, control, contacts, dt: float):  # pragma: no cover - interface
         raise NotImplementedError
+
+
+def replayed(step):
+    """Decorator of a solver's ``step``: the second call with the same signature (states, control, contacts,
+    dt, and every array and scalar of the model and solver; :mod:`inertia.replay`) is captured, later ones
+    replay its graph. Plain while a tape records, while the device captures, and with ``check_finite``."""
+
+    @functools.wraps(step)
+    def run(self, state_in, state_out, control, contacts, dt):
+        if self.check_finite or not self.replay.active():
+            return step(self, state_in, state_out, control, contacts, dt)
+        self._validate_dt(dt)  # before it is hashed into the signature
+        objects = (self.model, self, state_in, state_out, control, contacts)
+        key = (signature(*objects, skip=_COUNTERS), dt, type(dt))
+        before = self.replay.counts["replayed"]
+        self.replay.run(key, objects, lambda: step(self, state_in, state_out, control, contacts, dt))
+        if self.replay.counts["replayed"] != before:  # the graph ran the kernels; the count is Python's
+            self.step_count += 1
+        return state_out
+
+    return run
+
+
+# attributes a step changes on every call without changing what it runs
+_COUNTERS = ("step_count",)
 
 
 @stage("joint coordinates")

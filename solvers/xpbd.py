@@ -60,7 +60,7 @@ from .constraints import (
 from .constraints.joints import vec8 as joint_multipliers
 from .constraints.restitution import contact_velocity_row
 from .forces import apply_controls
-from .solver import SolverBase, update_joint_coordinates
+from .solver import SolverBase, replayed, update_joint_coordinates
 from .step_data import Buffer, StepBufferSpec, stage
 
 # The per-step buffers. Dimensions: "iterate" (K + 1: the prediction and every iteration's result),
@@ -303,6 +303,7 @@ class XPBDSolver(SolverBase):
                 f"{have / 2**30:.1f} GiB of {self.model.device}. Use fewer iterations (and more substeps), or a "
                 "smaller model or contact capacity.")
 
+    @replayed
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
         model = self.model

@@ -47,11 +47,11 @@ from the current poses, and the gradients flow through that.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import warp as wp
 
+from ..diagnostics import warn
 from ..kernel_args import ArgBundle
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE, SHAPE_FLAG_COLLIDE_SHAPES
 from .contact_sink import PairList, append_pair, rigid_pairs
@@ -475,10 +475,10 @@ class ShapeBroadPhase:
         if mesh_pairs:
             names = ", ".join(f"({model.shape_label[a]!r}, {model.shape_label[b]!r})" for a, b in mesh_pairs[:5])
             more = f" and {len(mesh_pairs) - 5} more" if len(mesh_pairs) > 5 else ""
-            warnings.warn(
+            warn(
                 f"mesh-mesh contact is not supported: the mesh shape pairs {names}{more} get no contact points. "
                 "Approximate one mesh of each pair with boxes, capsules or spheres, or filter the pair out with "
-                "collision_group / collision_mask.", RuntimeWarning, stacklevel=7)
+                "collision_group / collision_mask.", RuntimeWarning)
 
 
 def _mesh_mesh_pairs(model, types, flags, body) -> list:

@@ -23,6 +23,7 @@ import warp as wp
 
 from ..autodiff.tape import recording_tape
 from ..contacts import STATUS_COLLIDES, STATUS_NONFINITE, Contacts
+from ..replay import Replay, signature
 from ..types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES
 
 # the contact lists a step's solver reads (what the tape history saves and restores)
@@ -95,6 +96,8 @@ class CollisionPipeline:
         self._cell_lists = {}
         self._overflow_selection = None
         self._history = weakref.WeakKeyDictionary()  # contacts -> (tape ref, entry index, entry, snapshots)
+        # a plain loop's collide calls replay from graphs captured per signature (.enabled = False: off)
+        self.replay = Replay(model.device)
 
     @property
     def model(self):
@@ -177,17 +180,34 @@ class CollisionPipeline:
     def collide(self, state, contacts: Contacts, check_overflow: bool | None = None,
                 record_history: bool = True) -> Contacts:
         """Clear the counters; particle-shape contacts; particle pairs; shape pairs (broad phase) and their
-        contact points (narrow phase); keep the peak counts. See :meth:`inertia.Model.collide`."""
+        contact points (narrow phase); keep the peak counts. See :meth:`inertia.Model.collide`. A plain loop's
+        calls replay from graphs captured per signature (:mod:`inertia.replay`)."""
+        model = self.model
+        _check_arrays(model, state, contacts)
+        tape = recording_tape() if record_history else None
+        if tape is not None:
+            self._record_restore(tape, contacts)  # before detection overwrites the previous step's lists
+        if self.replay.active():
+            objects = (model, state, contacts)
+            self.replay.run(signature(*objects), objects, lambda: self._detect(state, contacts))
+        else:
+            self._detect(state, contacts)
+        if tape is not None:
+            self._history[contacts][3].append(tuple(wp.clone(getattr(contacts, n)) for n in LIST_BUFFERS))
+        if check_overflow is None:
+            check_overflow = not model.device.is_capturing
+        if check_overflow:
+            contacts.check()  # one host read; the warnings name the caller of model.collide
+        return contacts
+
+    def _detect(self, state, contacts: Contacts) -> None:
+        """Every detection kernel of one ``collide`` (no host reads: capturable)."""
         from .broad_phase import detect_shape_pairs
         from .narrow_phase import detect_shape_contacts
         from .particle_particle import detect_particle_pairs
         from .particle_shape import detect_particle_shape_contacts
 
         model = self.model
-        _check_arrays(model, state, contacts)
-        tape = recording_tape() if record_history else None
-        if tape is not None:
-            self._record_restore(tape, contacts)  # before detection overwrites the previous step's lists
         contacts.clear()
         scan_state(model, state, contacts)
         detect_particle_shape_contacts(model, state, contacts)
@@ -195,13 +215,6 @@ class CollisionPipeline:
         detect_shape_pairs(model, state, contacts)
         detect_shape_contacts(model, state, contacts)
         contacts.record_peak()
-        if tape is not None:
-            self._history[contacts][3].append(tuple(wp.clone(getattr(contacts, n)) for n in LIST_BUFFERS))
-        if check_overflow is None:
-            check_overflow = not model.device.is_capturing
-        if check_overflow:
-            contacts.check(stacklevel=4)  # one host read; the warnings name the caller of model.collide
-        return contacts
 
     # ------------------------------------------------------------------ the tape's contact history
     def history(self, tape, contacts) -> list:

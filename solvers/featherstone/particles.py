@@ -56,7 +56,7 @@ def particle_stable_steps(model) -> dict:
 def check_particle_time_step(solver, dt: float) -> None:
     """Warn once per step size beyond the particles' stable step (a Python comparison: capturable)."""
     solver._checked_dt = dt
-    warn_beyond_stable_step(solver.stable_steps, dt, stacklevel=4)
+    warn_beyond_stable_step(solver.stable_steps, dt)
 
 
 def step_particles(solver, state_in, state_out, control, contacts, dt: float, body_f_ext) -> None:

@@ -40,7 +40,7 @@ import warp as wp
 
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
-from ..solver import SolverBase
+from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
 from .particles import check_particle_time_step, particle_stable_steps, step_particles
@@ -213,6 +213,7 @@ class FeatherstoneSolver(SolverBase):
         return (pick[0] if pick[0] is not None else self._zero_wrenches,
                 *(a if a is not None else self._zero_dofs for a in pick[1:]))
 
+    @replayed
     def step(self, state_in, state_out, control, contacts, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out``. Contacts come from ``model.collide``."""
         self._validate(state_in, state_out, control, contacts, dt)

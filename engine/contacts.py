@@ -15,6 +15,7 @@ import numpy as np
 import warp as wp
 
 from .diagnostics import NonFiniteWarning, warn
+from .signed import Signed
 
 # Contacts.status, one int32 array so that a single host read reports everything collide() found:
 STATUS_COUNTS = 0  # [0:4] this step's requested (soft, pair, rigid pair, rigid contact) counts
@@ -63,7 +64,7 @@ class ContactOverflowError(RuntimeError):
     """Raised by ``check_overflow(raise_error=True)`` when a buffer was too small."""
 
 
-class Contacts:
+class Contacts(Signed):
     """Contact candidates found by :meth:`inertia.Model.collide`.
 
     Particle-shape contacts (particles against static shapes and the ground):

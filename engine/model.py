@@ -14,10 +14,11 @@ import warp as wp
 from .contacts import Contacts
 from .finalize import build_model
 from .schema import CONTROL_FIELDS, COUNT_OF, STATE_FIELDS
+from .signed import Signed
 from .state import Control, State
 
 
-class Model:
+class Model(Signed):
     """Static scene data. Attribute names follow Newton/warp.sim.
 
     Particles: ``particle_q`` [m], ``particle_qd`` [m/s] (initial values),

@@ -11,7 +11,9 @@ buffers, so the same bits (tested in ``tests/test_replay.py``).
 The signature is everything a captured graph froze: the identity of every array and object the call's
 arguments and the model / solver hold (a replaced array is another signature; its contents may change
 freely, which is how drive targets and forces are set) and the value of every Python scalar there
-(dt, damping, iterations, contact settings: a changed scalar is another signature). Each replayer keeps
+(dt, damping, iterations, contact settings: a changed scalar is another signature). Model, State,
+Control, Contacts and solvers count the assignments that change an attribute (:mod:`inertia.signed`),
+so their part of a signature costs no scan. Each replayer keeps
 the few most recent graphs (``max_graphs``) and strong references to what their signatures name, so an
 identity can never be reused by another object while a graph points at it.
 
@@ -29,24 +31,6 @@ import warp as wp
 
 from .autodiff.tape import recording_tape
 from .diagnostics import warn
-
-_SCALARS = (bool, int, float, str, type(None))
-
-
-def signature(*objects, skip=()) -> tuple:
-    """What a graph of a call on ``objects`` froze: per object its identity, and per attribute (``vars``) the
-    value of a Python scalar or the identity of anything else (arrays, structs, buffers), names in ``skip``
-    left out (counters that change every call without changing what runs)."""
-    out = []
-    for obj in objects:
-        out.append(id(obj))
-        if obj is None:
-            continue
-        for name, value in vars(obj).items():
-            if name in skip:
-                continue
-            out.append(value if isinstance(value, _SCALARS) else id(value))
-    return tuple(out)
 
 
 class Replay:

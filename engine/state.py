@@ -5,12 +5,13 @@ from __future__ import annotations
 import warp as wp
 
 from .schema import CONTROL_FIELDS, STATE_FIELDS
+from .signed import Signed
 
 # every array a State holds (what assign() copies and the tape guard watches)
 STATE_ARRAYS = tuple(f.name for f in STATE_FIELDS)
 
 
-class State:
+class State(Signed):
     """Time-varying quantities of a model.
 
     Attributes:
@@ -82,7 +83,7 @@ class State:
             state.zero_grad()
 
 
-class Control:
+class Control(Signed):
     """Inputs a controller sets before each step.
 
     Attributes:

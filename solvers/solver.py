@@ -28,7 +28,8 @@ from ..collision.sdf import shape_geometry
 from ..diagnostics import check_finite as _check_finite
 from ..diagnostics import warn
 from ..kinematics import eval_ik, joint_topology
-from ..replay import Replay, signature
+from ..replay import Replay
+from ..signed import Signed, signature
 from .forces.contact import penalty_law
 from .step_data import StepBuffers, StepBufferSpec, StepData, stage
 
@@ -41,7 +42,7 @@ _CONTROL_SIZES = (("particle_f", "particle"), ("body_f", "body"), ("joint_target
                   ("joint_target_vel", "joint_qd"), ("joint_f", "joint_qd"))
 
 
-class SolverBase:
+class SolverBase(Signed):
     """Common input validation, per-step buffers, the step's shared data and optional per-stage finite checks.
 
     Args:
@@ -52,6 +53,7 @@ class SolverBase:
     """
 
     step_buffer_spec = StepBufferSpec()  # the solver's per-step buffers (none by default)
+    _signature_skip = ("step_count",)  # bumped by every step: not part of what a replayed graph froze
     # per-dof joint dynamics this solver does not simulate (warned about once when a model sets them)
     ignores_joint_fields: tuple = ("joint_armature", "joint_damping", "joint_friction", "joint_effort_limit",
                                    "joint_velocity_limit")
@@ -192,7 +194,7 @@ def replayed(step):
             return step(self, state_in, state_out, control, contacts, dt)
         self._validate_dt(dt)  # before it is hashed into the signature
         objects = (self.model, self, state_in, state_out, control, contacts)
-        key = (signature(*objects, skip=_COUNTERS), dt, type(dt))
+        key = (signature(*objects), dt, type(dt))
         before = self.replay.counts["replayed"]
         self.replay.run(key, objects, lambda: step(self, state_in, state_out, control, contacts, dt))
         if self.replay.counts["replayed"] != before:  # the graph ran the kernels; the count is Python's
@@ -200,10 +202,6 @@ def replayed(step):
         return state_out
 
     return run
-
-
-# attributes a step changes on every call without changing what it runs
-_COUNTERS = ("step_count",)
 
 
 @stage("joint coordinates")

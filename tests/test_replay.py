@@ -100,8 +100,9 @@ def test_a_replayed_loop_is_bitwise_the_plain_loop(scene, solver):
 
 
 def test_changes_between_steps_are_honoured():
-    """Drive targets written in place, a replaced velocity array, a model scalar and a solver scalar changed
-    mid-loop, and a second step size: replay must see each (it captures anew where a graph froze a value)."""
+    """Drive targets written in place, a replaced velocity array and a replaced model array, a model scalar and
+    a solver scalar changed mid-loop, and a second step size: replay must see each (it captures anew where a
+    graph froze a value)."""
     def between(k, model, solver, states, control):
         control.joint_target_pos.assign(np.full(model.joint_dof_count, 0.3 * np.sin(0.2 * k), dtype=np.float32))
         if k == 12:
@@ -109,6 +110,8 @@ def test_changes_between_steps_are_honoured():
             qd[:, 2] += 0.5
             states[0].body_qd = wp.array(qd, dtype=wp.spatial_vector, device=model.device)
         model.joint_attach_kd = 10.0 if 20 <= k < 30 else 0.0
+        if k == 16:  # a model array replaced (not written in place): stiffer drives from here on
+            model.joint_target_ke = wp.array(4.0 * model.joint_target_ke.numpy(), dtype=float, device=model.device)
         solver.contact_relaxation = 1.5 if k >= 25 else 1.8
 
     def run(replay):
@@ -185,3 +188,26 @@ def test_warnings_name_the_users_line_when_steps_replay():
     overflow = [w for w in caught if "soft_contact_max" in str(w.message)]
     assert len(stability) == 1 and stability[0].filename == __file__
     assert len(overflow) == 8 and all(w.filename == __file__ for w in overflow)
+
+
+def test_a_signature_changes_exactly_when_an_attribute_does():
+    """The O(1) signature of Model / State / Control / Contacts / solvers: an assignment of another object or
+    another scalar value changes it; the same value, or a counter the step bumps (step_count), does not."""
+    from inertia.signed import signature
+
+    model = chain(1)
+    solver = inertia.SemiImplicitSolver(model)
+    state = model.state()
+    first = signature(model, solver, state)
+    model.joint_attach_kd = float(model.joint_attach_kd)  # the same value
+    solver.step_count += 5
+    state.particle_q = state.particle_q
+    assert signature(model, solver, state) == first
+    for change in (lambda: setattr(model, "joint_attach_kd", model.joint_attach_kd + 1.0),
+                   lambda: setattr(state, "body_qd", wp.clone(state.body_qd)),
+                   lambda: setattr(solver, "contact_iterations", 3),
+                   lambda: delattr(state, "step_buffers") if "step_buffers" in vars(state) else
+                   setattr(state, "step_buffers", object())):
+        before = signature(model, solver, state)
+        change()
+        assert signature(model, solver, state) != before

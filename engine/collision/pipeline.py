@@ -23,7 +23,8 @@ import warp as wp
 
 from ..autodiff.tape import recording_tape
 from ..contacts import STATUS_COLLIDES, STATUS_NONFINITE, Contacts
-from ..replay import Replay, signature
+from ..replay import Replay
+from ..signed import signature
 from ..types import GEO_MESH, GEO_PLANE, SHAPE_FLAG_COLLIDE_SHAPES
 
 # the contact lists a step's solver reads (what the tape history saves and restores)

@@ -17,6 +17,9 @@ import warp as wp
 from .diagnostics import NonFiniteWarning, warn
 from .signed import Signed
 
+# the status kernels count integers and are launched off the tape: no adjoint kernels to compile
+wp.set_module_options({"enable_backward": False})
+
 # Contacts.status, one int32 array so that a single host read reports everything collide() found:
 STATUS_COUNTS = 0  # [0:4] this step's requested (soft, pair, rigid pair, rigid contact) counts
 STATUS_PEAKS = 4  # [4:8] their largest values since reset_peak()

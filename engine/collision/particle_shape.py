@@ -16,6 +16,9 @@ from ..types import PARTICLE_FLAG_ACTIVE, SHAPE_FLAG_COLLIDE_PARTICLES
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at, shape_world_pose
 from .selection import Overflow, claim_slot, overflow_idle, overflow_selection
 
+# detection selects candidates (integers) and is launched off the tape: no adjoint kernels to compile
+wp.set_module_options({"enable_backward": False})
+
 
 @wp.struct
 class SoftContacts:

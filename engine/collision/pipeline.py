@@ -52,6 +52,10 @@ def _check_arrays(model, state, contacts) -> None:
         )
 
 
+# the state scan reads positions for NaN/inf and is launched off the tape: no adjoint kernels to compile
+wp.set_module_options({"enable_backward": False})
+
+
 @wp.kernel
 def scan_state_kernel(
     # Data in:

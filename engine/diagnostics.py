@@ -42,14 +42,28 @@ def _package_dirs() -> tuple:
 _PACKAGE_DIRS = None
 
 
+def _passed_through() -> tuple:
+    """Folders whose frames stand between a user's call and inertia's (torch's autograd calls a Rollout's
+    forward; Warp and contextlib wrap calls): a warning is not attributed to them either."""
+    import contextlib
+
+    dirs = [os.path.dirname(os.path.abspath(wp.__file__)), os.path.abspath(contextlib.__file__)]
+    torch = sys.modules.get("torch")  # only when the user imported it (inertia never imports it eagerly)
+    if torch is not None and getattr(torch, "__file__", None):
+        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    return tuple(os.path.join(d, "") if os.path.isdir(d) else d for d in dirs)
+
+
 def warn(message: str, category=RuntimeWarning) -> None:
     """``warnings.warn`` attributed to the first caller outside inertia (the user's line), however deep the
-    engine's own calls are (a step may run directly, or through :mod:`inertia.replay`)."""
+    engine's own calls are (a step may run directly, through :mod:`inertia.replay`, or inside a Rollout's
+    torch autograd function)."""
     global _PACKAGE_DIRS
     if _PACKAGE_DIRS is None:
         _PACKAGE_DIRS = _package_dirs()
+    skip = _PACKAGE_DIRS + _passed_through()
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIRS):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skip):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level + 1)
 

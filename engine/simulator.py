@@ -25,6 +25,7 @@ import numpy as np
 import warp as wp
 
 from .diagnostics import NonFiniteError, NonFiniteWarning
+from .replay import plain_calls
 
 
 class Simulator:
@@ -92,7 +93,8 @@ class Simulator:
 
     def _run_frame(self):
         if not self.capture or self.solver.check_finite:  # the solver's checks read the device back
-            return self._substeps()
+            with plain_calls(self.solver.replay, self.model.collision.replay):  # capture=False: no graphs at all
+                return self._substeps()
         frozen = self._frozen()
         if frozen != self._graphs_for:
             self._graphs.clear()

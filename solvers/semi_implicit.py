@@ -19,8 +19,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from ..integrators import integrate_bodies, integrate_particles
-from ..schema import STATE_CHECKPOINT
-from ..state import STATE_ARRAYS
+from ..schema import STATE_CHECKPOINT, STATE_FIELDS
 from ..diagnostics import StabilityWarning, warn
 from ..stability import elastic_time_step, smallest, stable_time_steps
 from .forces import (
@@ -191,7 +190,7 @@ class SemiImplicitSolver(SolverBase):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
         self.stable_steps = explicit_stable_steps(model)
-        self._checked_dt, self._substeps = None, 1
+        self._checked_dt = None
 
     @property
     def stable_dt(self) -> float:
@@ -204,11 +203,10 @@ class SemiImplicitSolver(SolverBase):
         """How many equal substeps a step of ``dt`` [s] runs as (1 within the stable step; ``max_substeps``)."""
         return substeps_for(self.stable_steps, dt, self.max_substeps)
 
-    def _check_time_step(self, dt: float) -> None:
-        """Choose the substeps of this step size and warn once per step size beyond the estimated stable step
-        (Python comparisons: capturable)."""
-        self._checked_dt, self._substeps = dt, self.substeps(dt)
-        warn_beyond_stable_step(self.stable_steps, dt, substeps=self._substeps)
+    def _check_time_step(self, dt: float, substeps: int) -> None:
+        """Warn once per step size beyond the estimated stable step (Python comparisons: capturable)."""
+        self._checked_dt = dt
+        warn_beyond_stable_step(self.stable_steps, dt, substeps=substeps)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m = self.model
@@ -224,7 +222,8 @@ class SemiImplicitSolver(SolverBase):
         n = 1 if dt is None else self.substeps(dt)
         if n == 1:
             return one
-        state = sum(a.capacity for a in _state_arrays(self.model.state(requires_grad=False)))
+        m = self.model
+        state = sum(wp.types.type_size_in_bytes(f.dtype) * m.count(f.entity) for f in STATE_FIELDS)
         return n * one + (n - 1) * state * (2 if requires_grad else 1)
 
     def substep_states(self, state_out, count: int) -> list:
@@ -243,10 +242,10 @@ class SemiImplicitSolver(SolverBase):
 
         A ``dt`` beyond the stable step runs as substeps (``max_substeps``), each from the same contacts and
         controls."""
+        self._validate_dt(dt)  # before it is compared
+        n = self.substeps(dt)  # every call: max_substeps or stable_steps may have been edited
         if dt != self._checked_dt:
-            self._validate_dt(dt)  # before it is compared
-            self._check_time_step(dt)
-        n = self._substeps
+            self._check_time_step(dt, n)
         if n == 1:
             self._advance(state_in, state_out, control, contacts, dt)
         else:
@@ -273,7 +272,3 @@ class SemiImplicitSolver(SolverBase):
         eval_body_contact_sweeps(model, data)
         integrate(model, data)
         update_joint_coordinates(model, data)
-
-
-def _state_arrays(state):
-    return [a for a in (getattr(state, name) for name in STATE_ARRAYS) if a is not None]

@@ -53,7 +53,9 @@ class SolverBase(Signed):
     """
 
     step_buffer_spec = StepBufferSpec()  # the solver's per-step buffers (none by default)
-    _signature_skip = ("step_count",)  # bumped by every step: not part of what a replayed graph froze
+    # not part of what a replayed graph froze: the step counter, and the step size last warned about (a
+    # solver's once-per-dt warning; dt itself is in the key)
+    _signature_skip = ("step_count", "_checked_dt")
     # per-dof joint dynamics this solver does not simulate (warned about once when a model sets them)
     ignores_joint_fields: tuple = ("joint_armature", "joint_damping", "joint_friction", "joint_effort_limit",
                                    "joint_velocity_limit")
@@ -193,10 +195,10 @@ def replayed(step):
         if self.check_finite or not self.replay.active():
             return step(self, state_in, state_out, control, contacts, dt)
         self._validate_dt(dt)  # before it is hashed into the signature
-        objects = (self.model, self, state_in, state_out, control, contacts)
-        key = (signature(*objects), dt, type(dt))
+        held = (state_in, state_out, control, contacts)  # the model and solver own the replay: not held
+        key = (signature(self.model, self, *held), dt, type(dt))
         before = self.replay.counts["replayed"]
-        self.replay.run(key, objects, lambda: step(self, state_in, state_out, control, contacts, dt))
+        self.replay.run(key, held, lambda: step(self, state_in, state_out, control, contacts, dt))
         if self.replay.counts["replayed"] != before:  # the graph ran the kernels; the count is Python's
             self.step_count += 1
         return state_out

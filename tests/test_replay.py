@@ -138,6 +138,7 @@ def test_changes_between_steps_are_honoured():
             s0, s1 = s1, s0
         outs.append(s0)
     same_bits(*outs)
+    assert b.replay.counts["replayed"] > 0  # the once-per-dt warning's bookkeeping is not in the signature
 
 
 def test_a_tape_after_replayed_steps_records_every_launch():
@@ -211,3 +212,98 @@ def test_a_signature_changes_exactly_when_an_attribute_does():
         before = signature(model, solver, state)
         change()
         assert signature(model, solver, state) != before
+
+
+def test_new_states_every_step_run_plainly_and_free_what_they_leave():
+    """A loop that makes a new output State every step: no call is ever replayed (each signature is new) and
+    none is captured on its first use, even when a new State inherits a dead one's identity (a capture
+    would allocate its buffers inside the graph); the results are the plain loop's."""
+    outs = []
+    for replay in (False, True):
+        model = cloth_on_box()
+        solver = inertia.XPBDSolver(model, iterations=4)
+        solver.replay.enabled = model.collision.replay.enabled = replay
+        s0, contacts = model.state(), model.contacts()
+        for _ in range(30):
+            s1 = model.state()
+            model.collide(s0, contacts)
+            solver.step(s0, s1, None, contacts, 1.0e-3)
+            s0 = s1
+        outs.append(s0)
+        if replay:
+            assert solver.replay.counts["captured"] == 0, solver.replay.counts
+    same_bits(*outs)
+
+
+def test_a_finished_simulation_is_freed_without_the_cycle_collector():
+    """Replays hold the states and contacts of their graphs, never their owner (model, solver): dropping the
+    loop's objects frees them by reference counting alone (a cycle would wait for gc, and on a GPU its
+    memory does not count towards gc's thresholds)."""
+    import gc
+    import weakref
+
+    def run():
+        model = chain(2)
+        solver = inertia.SemiImplicitSolver(model)
+        loop(model, solver, 10, 1.0e-3)
+        assert solver.replay.counts["replayed"] > 0
+        return weakref.ref(model), weakref.ref(solver)
+
+    gc.collect()
+    gc.disable()
+    try:
+        refs = run()
+        assert all(r() is None for r in refs)
+    finally:
+        gc.enable()
+
+
+def test_more_signatures_in_rotation_than_graphs_stop_capturing():
+    """Twelve states in a ring: twelve signatures for eight graphs, each evicted before it replays. After a few
+    such wasted captures calls run plainly (a capture per step costs more than a plain call)."""
+    model = cloth_on_box()
+    solver = inertia.SemiImplicitSolver(model)
+    ring, contacts = [model.state() for _ in range(12)], model.contacts()
+    for k in range(96):
+        a, b = ring[k % 12], ring[(k + 1) % 12]
+        model.collide(a, contacts)
+        solver.step(a, b, None, contacts, 1.0e-3)
+    counts = solver.replay.counts
+    assert counts["wasted"] == solver.replay.max_wasted
+    assert counts["captured"] <= solver.replay.max_graphs + solver.replay.max_wasted, counts
+    assert counts["plain"] >= 96 - counts["captured"] - counts["replayed"] - 1
+
+
+def test_settings_edited_between_steps_take_effect_at_the_next_step():
+    """max_substeps edited after steps at a dt beyond the stable step: the next step uses the new count (it
+    did only once dt changed); the XPBDSolver's per-element scales cannot be edited in place (a replayed
+    graph would not see it): the mapping is read-only."""
+    b = inertia.ModelBuilder(gravity=0.0)
+    p = [b.add_particle((0.1 * i, 0.0, 0.0), vel=(0.0, 0.0, 0.2 * i), mass=0.01) for i in range(2)]
+    b.add_spring(p[0], p[1], ke=1.0e3, kd=0.0)
+    model = b.finalize(device=DEVICE)
+    solver = inertia.SemiImplicitSolver(model)
+    dt = 3.0 * solver.stable_dt
+    s0, s1 = model.state(), model.state()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", inertia.StabilityWarning)
+        for _ in range(3):
+            solver.step(s0, s1, None, None, dt)
+        assert len(s1.substep_states) == 3
+        solver.max_substeps = 2
+        solver.step(s0, s1, None, None, dt)
+        assert len(s1.substep_states) == solver.substeps(dt) - 1 == 1
+    xpbd = inertia.XPBDSolver(cloth_on_box())
+    with pytest.raises(TypeError):
+        xpbd.scales["tri"] = xpbd.scales["spring"]
+
+
+def test_an_uncaptured_simulator_makes_no_graphs():
+    """Simulator(capture=False) (for debugging) runs every call plainly: no graph inside either."""
+    model = chain(2)
+    solver = inertia.SemiImplicitSolver(model)
+    sim = inertia.Simulator(model, solver, frame_dt=1.0 / 60.0, substeps=4, capture=False)
+    sim.step(5)
+    assert solver.replay.counts["captured"] == solver.replay.counts["replayed"] == 0
+    assert model.collision.replay.counts["captured"] == 0
+    assert solver.replay.enabled and model.collision.replay.enabled  # restored after each frame

@@ -260,12 +260,15 @@ def test_a_rollout_beyond_the_stable_step_counts_and_differentiates_its_substeps
     grads, estimates = [], []
     for every in (2, 8):
         solver = inertia.SemiImplicitSolver(model)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", inertia.StabilityWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             r = inertia.Rollout(model, solver, 8, dt, 1, checkpoint_every=every)
             qd = torch.tensor(model.particle_qd.numpy(), requires_grad=True)
             q, _ = r(qd0=qd)
             q[-1].pow(2).sum().backward()
+        told = [w for w in caught if issubclass(w.category, inertia.StabilityWarning)]
+        # once per solver and step size, named at this line (not inside torch's autograd that runs the step)
+        assert len(told) == 1 and told[0].filename == __file__, [(w.filename, str(w.message)) for w in told]
         grads.append(qd.grad.numpy().copy())
         estimates.append(r.memory_estimate()["segment"])
     assert np.array_equal(grads[0], grads[1]) and np.abs(grads[0]).max() > 0

@@ -193,8 +193,8 @@ class CollisionPipeline:
         if tape is not None:
             self._record_restore(tape, contacts)  # before detection overwrites the previous step's lists
         if self.replay.active():
-            objects = (model, state, contacts)
-            self.replay.run(signature(*objects), objects, lambda: self._detect(state, contacts))
+            # the model owns this pipeline and its replay: its identity is in the key, but it is not held
+            self.replay.run(signature(model, state, contacts), (state, contacts), lambda: self._detect(state, contacts))
         else:
             self._detect(state, contacts)
         if tape is not None:

@@ -36,6 +36,7 @@ import torch
 import warp as wp
 
 from ..diagnostics import NonFiniteError, first_nonfinite
+from ..replay import plain_calls
 from ..types import JOINT_BALL, JOINT_FREE
 from .layout import Layout
 from .params import DIFFERENTIABLE_PARAMS, PARAM_ALIASES, idle_params, warp_param_names  # noqa: F401
@@ -374,7 +375,8 @@ class Rollout(RolloutSizing):
         ``result``: what ``work()`` returns (needed when the graph replays instead of it).
         """
         if not self.capture or self.solver.check_finite:  # the solver's checks read the device back
-            return work()
+            with plain_calls(self.solver.replay, self.model.collision.replay):  # capture=False: no graphs at all
+                return work()
         graph = self._graphs.get(key)
         if graph is not None:
             wp.capture_launch(graph)

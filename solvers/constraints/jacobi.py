@@ -33,6 +33,8 @@ gradient. :func:`apply_body_corrections` adds each body's summed (dx, dtheta) to
 a first-order quaternion update of the motion's rotation, renormalized).
 """
 
+from types import MappingProxyType
+
 import numpy as np
 import warp as wp
 
@@ -44,7 +46,7 @@ from ..step_data import stage
 from .body_frames import world_frame
 
 
-def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> dict:
+def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> MappingProxyType:
     """Per-element factors omega / sqrt(max n_i) over the element's particles.
 
     n_i counts the constraints on particle i: one per spring and bending
@@ -80,7 +82,9 @@ def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> dict:
         s = relaxation / (np.sqrt(share) if splitting == "sqrt" else share)
         return wp.array(s.astype(np.float32), dtype=float, device=model.device)
 
-    return {"spring": per_element(ij), "tri": per_element(tris), "edge": per_element(edges), "tet": per_element(tets)}
+    # read-only: steps replay graphs that froze these arrays (inertia.replay); replace the mapping to change them
+    return MappingProxyType({"spring": per_element(ij), "tri": per_element(tris), "edge": per_element(edges),
+                             "tet": per_element(tets)})
 
 
 # ---------------------------------------------------------------------------------------------- mass splitting

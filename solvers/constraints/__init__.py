@@ -1,6 +1,6 @@
 """Constraint stages of the XPBDSolver: each adds its corrections to one Jacobi iteration's buffers.
 
-Modules: ``jacobi`` (mass splitting, applying an iteration's corrections), ``compliance`` (the
+Modules: ``jacobi`` / ``body_jacobi`` (particles' / bodies' mass splitting and corrections), ``compliance`` (the
 multiplier update of a compliant, damped constraint), ``body_frames`` (what a constraint needs of a
 rigid body), ``distance`` / ``triangles`` / ``bending`` / ``tetrahedra`` (particle constraints),
 ``particle_contacts`` (particles against shapes and each other), ``rigid_contacts`` and
@@ -10,7 +10,8 @@ rigid body), ``distance`` / ``triangles`` / ``bending`` / ``tetrahedra`` (partic
 from .bending import solve_bending_constraints
 from .body_frames import eval_body_frames
 from .distance import solve_distance_constraints
-from .jacobi import apply_body_corrections, apply_corrections, clear_corrections, count_body_constraints, jacobi_scales
+from .body_jacobi import apply_body_corrections, count_body_constraints
+from .jacobi import apply_corrections, clear_corrections, jacobi_scales
 from .joints import apply_joint_efforts, joint_rows_per_body, solve_joints
 from .particle_contacts import solve_particle_contacts, solve_shape_contacts
 from .restitution import solve_contact_velocities

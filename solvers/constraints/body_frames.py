@@ -14,7 +14,7 @@ A :class:`BodyFrame` holds what a constraint reads of one body on the current
 iterate, with the body's mass-splitting factor s_b (``jacobi.py``) folded into
 its inverse mass and inertia; :func:`add_positional` / :func:`add_angular`
 add a correction to the iteration's accumulator, which
-``jacobi.apply_body_corrections`` applies. The frames of every body on an
+``body_jacobi.apply_body_corrections`` applies. The frames of every body on an
 iterate (centre of mass, split world inverse inertia) are computed once per
 iterate (:func:`eval_body_frames`, then by ``apply_body_corrections``) and
 read by the contacts (:func:`cached_body_frame`). :func:`point_motion` is how far a material point
@@ -117,7 +117,7 @@ def eval_body_frames(model, data) -> None:
 
     The contact kernel reads them (``cached_body_frame``) instead of rotating the inertia at both ends of
     every contact (a box in a pile has ten contacts or more). The later iterates' frames come from
-    ``jacobi.apply_body_corrections``, which writes them with the poses.
+    ``body_jacobi.apply_body_corrections``, which writes them with the poses.
     """
     if model.body_count == 0:
         return
@@ -187,7 +187,7 @@ def add_angular(delta: wp.array(dtype=wp.spatial_vector), b: int, f: BodyFrame, 
 def point_motion(motion: wp.array(dtype=wp.transform), f: BodyFrame, b: int, x: wp.vec3):
     """How far the material point of body ``b`` now at world ``x`` moved since the step began [m] (the world: 0).
 
-    ``motion[b]`` = (dc, dq) is the body's motion this step (``integrators/xpbd.py``) and ``f`` its frame on
+    ``motion[b]`` = (dc, dq) is the body's motion this step (``integrators/xpbd_bodies.py``) and ``f`` its frame on
     the current iterate. With r = x - c the lever arm now and dq^-1 r the one at the start, the point moved by
     dc + r - dq^-1 r; the rotation's part is written as 2 w (v x r) - 2 v x (v x r) (dq = (v, w)), which stays
     as precise as the (small) rotation itself wherever the body is: no difference of two world positions.

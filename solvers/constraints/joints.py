@@ -30,7 +30,7 @@ adds the corrections (``body_frames``' primitives, with mass splitting):
   which converges to the implicit PD force ke (q_target - q) + kd (qd_target - qd)
   (lambda / dt^2) and stays finite for ke = 0 (a pure velocity drive). q - q_start,
   how far the coordinate moved since the step began, comes from the bodies'
-  step-local motion (``integrators/xpbd.py``: the child's rotation relative to the
+  step-local motion (``integrators/xpbd_bodies.py``: the child's rotation relative to the
   parent's about the axis, or the anchors' separation along it) and the input
   poses (never from ``State.joint_q``, so a step depends on the bodies alone and
   checkpointed rollouts restore all it needs). Revolute angles are measured in

@@ -17,7 +17,8 @@ from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
 from ..step_data import stage
 from .body_frames import body_frame, point_motion
-from .jacobi import add_corrections, split_factors
+from .body_jacobi import split_factors
+from .jacobi import add_corrections
 
 
 @wp.kernel

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .collision.sdf import shape_types
 from .contacts import Contacts
 from .finalize import build_model
 from .schema import CONTROL_FIELDS, COUNT_OF, STATE_FIELDS
@@ -85,6 +86,7 @@ class Model(Signed):
     def _from_builder(cls, b, device=None, requires_grad=False) -> "Model":
         m = cls.__new__(cls)
         build_model(m, b, device, requires_grad)
+        shape_types(m)  # read once here, so no step's first call reads the device (capturable from the start)
         return m
 
     # ------------------------------------------------------------------ worlds

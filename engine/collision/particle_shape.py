@@ -9,11 +9,13 @@ distances, and make the force act on the shape's body too. When there are more
 candidates than ``soft_contact_max``, the deepest are kept (``selection.py``).
 """
 
+import functools
+
 import warp as wp
 
 from ..kernel_args import ArgBundle
 from ..types import PARTICLE_FLAG_ACTIVE, SHAPE_FLAG_COLLIDE_PARTICLES
-from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at, shape_world_pose
+from .sdf import ShapeGeometry, shape_geometry, shape_sdf_at_for, shape_types, shape_world_pose, type_tag
 from .selection import Overflow, claim_slot, overflow_idle, overflow_selection
 
 # detection selects candidates (integers) and is launched off the tape: no adjoint kernels to compile
@@ -34,42 +36,50 @@ class SoftContacts:
 soft_contacts = ArgBundle(SoftContacts, "soft_contact_", capacity="soft_contact_max")
 
 
-@wp.kernel
-def detect_particle_shape_kernel(
-    # Model:
-    particle_radius: wp.array(dtype=float),
-    particle_flags: wp.array(dtype=wp.int32),
-    particle_world: wp.array(dtype=wp.int32),
-    shapes: ShapeGeometry,
-    shape_world: wp.array(dtype=wp.int32),
-    shape_flags: wp.array(dtype=wp.int32),
-    # Data in:
-    particle_q: wp.array(dtype=wp.vec3),
-    body_q: wp.array(dtype=wp.transform),
-    # In:
-    margin: float,
-    overflow: Overflow,
-    # Data out:
-    out: SoftContacts,
-):
-    p, s = wp.tid()
-    if overflow_idle(overflow, out.count, out.capacity):
-        return
-    if (particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
-        return
-    if (shape_flags[s] & SHAPE_FLAG_COLLIDE_PARTICLES) == 0:
-        return
-    w = shape_world[s]
-    if w >= 0 and w != particle_world[p]:
-        return
-    r = particle_radius[p]
-    sd = shape_sdf_at(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], r + margin + 1.0)
-    gap = sd[3] - r  # negative: the particle overlaps the shape
-    if gap < margin:
-        slot = claim_slot(overflow, out.count, out.capacity, gap)
-        if slot >= 0:
-            out.particle[slot] = p
-            out.shape[slot] = s
+@functools.cache
+def detect_particle_shape_kernel_for(types: frozenset):
+    """``detect_particle_shape_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
+    module of its own: a scene compiles only the distance functions of the shapes it has."""
+    sdf_at = shape_sdf_at_for(types)
+
+    @wp.kernel(name=f"detect_particle_shape_kernel_{type_tag(types)}", module="unique", enable_backward=False)
+    def detect_particle_shape_kernel(
+        # Model:
+        particle_radius: wp.array(dtype=float),
+        particle_flags: wp.array(dtype=wp.int32),
+        particle_world: wp.array(dtype=wp.int32),
+        shapes: ShapeGeometry,
+        shape_world: wp.array(dtype=wp.int32),
+        shape_flags: wp.array(dtype=wp.int32),
+        # Data in:
+        particle_q: wp.array(dtype=wp.vec3),
+        body_q: wp.array(dtype=wp.transform),
+        # In:
+        margin: float,
+        overflow: Overflow,
+        # Data out:
+        out: SoftContacts,
+    ):
+        p, s = wp.tid()
+        if overflow_idle(overflow, out.count, out.capacity):
+            return
+        if (particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
+            return
+        if (shape_flags[s] & SHAPE_FLAG_COLLIDE_PARTICLES) == 0:
+            return
+        w = shape_world[s]
+        if w >= 0 and w != particle_world[p]:
+            return
+        r = particle_radius[p]
+        sd = wp.static(sdf_at)(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], r + margin + 1.0)
+        gap = sd[3] - r  # negative: the particle overlaps the shape
+        if gap < margin:
+            slot = claim_slot(overflow, out.count, out.capacity, gap)
+            if slot >= 0:
+                out.particle[slot] = p
+                out.shape[slot] = s
+
+    return detect_particle_shape_kernel
 
 
 def detect_particle_shape_contacts(model, state, contacts) -> None:
@@ -81,9 +91,11 @@ def detect_particle_shape_contacts(model, state, contacts) -> None:
     inputs = [model.particle_radius, model.particle_flags, model.particle_world, shape_geometry(model),
               model.shape_world, model.shape_flags, state.particle_q, state.body_q, model.contact_margin]
 
+    kernel = detect_particle_shape_kernel_for(shape_types(model))
+
     def emit(overflow):
         # detection only selects candidates (integers): off the tape, so a backward pass does not replay it
-        wp.launch(detect_particle_shape_kernel, dim=(model.particle_count, model.shape_count), record_tape=False,
+        wp.launch(kernel, dim=(model.particle_count, model.shape_count), record_tape=False,
                   inputs=[*inputs, overflow], outputs=[out], device=model.device)
 
     overflow_selection(model).run(emit, contacts.soft_contact_count, contacts.soft_contact_max,

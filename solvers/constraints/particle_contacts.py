@@ -35,11 +35,13 @@ Motions are step-local (``jacobi.py``): friction and the push read the
 displacement since the step began, exact at any distance from the origin.
 """
 
+import functools
+
 import warp as wp
 
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_sdf_at
+from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, type_tag
 from ..step_data import stage
 from .body_frames import (
     add_positional,
@@ -75,78 +77,86 @@ def contact_push(depth: float, normal_motion: float, max_push: float):
     return wp.min(depth, max_push - normal_motion)
 
 
-@wp.kernel
-def solve_shape_contacts_kernel(
-    # Model:
-    radius: wp.array(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    body_com: wp.array(dtype=wp.vec3),
-    body_inv_mass: wp.array(dtype=float),
-    body_inv_inertia: wp.array(dtype=wp.mat33),
-    shapes: ShapeGeometry,
-    shape_mu: wp.array(dtype=float),
-    # Data in:
-    x_start: wp.array(dtype=wp.vec3),
-    contacts: SoftContacts,
-    dx: wp.array(dtype=wp.vec3),
-    body_q: wp.array(dtype=wp.transform),
-    body_motion: wp.array(dtype=wp.transform),
-    body_split: wp.array(dtype=float),
-    # In:
-    max_push: float,
-    # Data out:
-    delta: wp.array(dtype=wp.vec3),
-    body_delta: wp.array(dtype=wp.spatial_vector),
-):
-    c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    p = contacts.particle[c]
-    s = contacts.shape[c]
-    b = shapes.body[s]
-    r = radius[p]
-    xp = x_start[p] + dx[p]
-    if b < 0:
-        # a static shape: the particle alone moves
-        if inv_mass[p] == 0.0:
+@functools.cache
+def solve_shape_contacts_kernel_for(types: frozenset):
+    """``solve_shape_contacts_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
+    module of its own: a scene compiles only the distance functions of the shapes it has."""
+    sdf_at = shape_sdf_at_for(types)
+
+    @wp.kernel(name=f"solve_shape_contacts_kernel_{type_tag(types)}", module="unique")
+    def solve_shape_contacts_kernel(
+        # Model:
+        radius: wp.array(dtype=float),
+        inv_mass: wp.array(dtype=float),
+        body_com: wp.array(dtype=wp.vec3),
+        body_inv_mass: wp.array(dtype=float),
+        body_inv_inertia: wp.array(dtype=wp.mat33),
+        shapes: ShapeGeometry,
+        shape_mu: wp.array(dtype=float),
+        # Data in:
+        x_start: wp.array(dtype=wp.vec3),
+        contacts: SoftContacts,
+        dx: wp.array(dtype=wp.vec3),
+        body_q: wp.array(dtype=wp.transform),
+        body_motion: wp.array(dtype=wp.transform),
+        body_split: wp.array(dtype=float),
+        # In:
+        max_push: float,
+        # Data out:
+        delta: wp.array(dtype=wp.vec3),
+        body_delta: wp.array(dtype=wp.spatial_vector),
+    ):
+        c = wp.tid()
+        if c >= contacts.count[0]:
             return
-        sd = shape_sdf_at(shapes, s, shapes.transform[s], xp, 2.0 * r + 1.0)
+        p = contacts.particle[c]
+        s = contacts.shape[c]
+        b = shapes.body[s]
+        r = radius[p]
+        xp = x_start[p] + dx[p]
+        if b < 0:
+            # a static shape: the particle alone moves
+            if inv_mass[p] == 0.0:
+                return
+            sd = wp.static(sdf_at)(shapes, s, shapes.transform[s], xp, 2.0 * r + 1.0)
+            n = wp.vec3(sd[0], sd[1], sd[2])
+            motion = dx[p]
+            push = contact_push(r - sd[3], wp.dot(n, motion), max_push)
+            if push <= 0.0:
+                return
+            motion_t = motion - n * wp.dot(n, motion)
+            corr = n * push - friction_correction(motion_t, shape_mu[s] * push)
+            wp.atomic_add(delta, p, corr)
+            return
+        # a shape on a body: equal and opposite corrections, split by generalized inverse mass
+        X = body_q[b] * shapes.transform[s]
+        sd = wp.static(sdf_at)(shapes, s, X, xp, 2.0 * r + 1.0)
+        if r - sd[3] <= 0.0:
+            return
         n = wp.vec3(sd[0], sd[1], sd[2])
-        motion = dx[p]
+        fb = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, body_split, b)
+        surface = xp - n * sd[3]
+        rb = surface - fb.com
+        wp_ = inv_mass[p]
+        w_n = wp_ + positional_inv_mass(fb, rb, n)
+        if w_n == 0.0:
+            return
+        # the particle's motion relative to the body's material point under it, since the step began
+        motion = dx[p] - point_motion(body_motion, fb, b, surface)
         push = contact_push(r - sd[3], wp.dot(n, motion), max_push)
         if push <= 0.0:
             return
         motion_t = motion - n * wp.dot(n, motion)
-        corr = n * push - friction_correction(motion_t, shape_mu[s] * push)
-        wp.atomic_add(delta, p, corr)
-        return
-    # a shape on a body: equal and opposite corrections, split by generalized inverse mass
-    X = body_q[b] * shapes.transform[s]
-    sd = shape_sdf_at(shapes, s, X, xp, 2.0 * r + 1.0)
-    if r - sd[3] <= 0.0:
-        return
-    n = wp.vec3(sd[0], sd[1], sd[2])
-    fb = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, body_split, b)
-    surface = xp - n * sd[3]
-    rb = surface - fb.com
-    wp_ = inv_mass[p]
-    w_n = wp_ + positional_inv_mass(fb, rb, n)
-    if w_n == 0.0:
-        return
-    # the particle's motion relative to the body's material point under it, since the step began
-    motion = dx[p] - point_motion(body_motion, fb, b, surface)
-    push = contact_push(r - sd[3], wp.dot(n, motion), max_push)
-    if push <= 0.0:
-        return
-    motion_t = motion - n * wp.dot(n, motion)
-    slip = friction_correction(motion_t, shape_mu[s] * push)
-    impulse = n * (push / w_n)
-    # the tangential impulse that removes `slip`, solved in the tangent plane with the pair's inverse mass
-    # matrix: no slip direction to normalize, so a contact that sticks exactly (slip 0) keeps its derivative
-    K = wp.identity(n=3, dtype=float) * wp_ + point_inv_mass_matrix(fb, rb)
-    impulse = impulse - solve_rows(K, 0.0, slip, n, True)
-    wp.atomic_add(delta, p, impulse * wp_)
-    add_positional(body_delta, b, fb, body_split, rb, -impulse)
+        slip = friction_correction(motion_t, shape_mu[s] * push)
+        impulse = n * (push / w_n)
+        # the tangential impulse that removes `slip`, solved in the tangent plane with the pair's inverse mass
+        # matrix: no slip direction to normalize, so a contact that sticks exactly (slip 0) keeps its derivative
+        K = wp.identity(n=3, dtype=float) * wp_ + point_inv_mass_matrix(fb, rb)
+        impulse = impulse - solve_rows(K, 0.0, slip, n, True)
+        wp.atomic_add(delta, p, impulse * wp_)
+        add_positional(body_delta, b, fb, body_split, rb, -impulse)
+
+    return solve_shape_contacts_kernel
 
 
 @wp.func
@@ -215,7 +225,7 @@ def solve_shape_contacts(model, data, k: int) -> None:
         return
     b, state_in = data.buffers, data.state_in
     rows = b.rows
-    wp.launch(solve_shape_contacts_kernel, dim=contacts.soft_contact_max, device=model.device,
+    wp.launch(solve_shape_contacts_kernel_for(shape_types(model)), dim=contacts.soft_contact_max, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
                       data.soft_contacts, rows.dx[k], rows.body_q[k], rows.body_motion[k], b.split,

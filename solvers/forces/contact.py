@@ -64,11 +64,13 @@ gains and of the friction bound then include the body's mass and inertia at that
 and the sliding direction. A kinematic body pushes particles but takes no reaction.
 """
 
+import functools
+
 import warp as wp
 
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_sdf_at, shape_world_pose
+from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, shape_world_pose, type_tag
 from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
@@ -143,70 +145,78 @@ def coulomb_projection(f: wp.vec3, limit: float):
     return f * (limit / wp.max(magnitude, limit))
 
 
-@wp.kernel
-def particle_shape_contact_kernel(
-    # Model:
-    radius: wp.array(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    body_com: wp.array(dtype=wp.vec3),
-    body_inv_mass: wp.array(dtype=float),
-    body_inv_inertia: wp.array(dtype=wp.mat33),
-    shapes: ShapeGeometry,
-    shape_ke: wp.array(dtype=float),
-    shape_kd: wp.array(dtype=float),
-    shape_tau: wp.array(dtype=float),
-    shape_zeta: wp.array(dtype=float),
-    shape_mu: wp.array(dtype=float),
-    law: PenaltyLaw,
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    body_q: wp.array(dtype=wp.transform),
-    body_qd: wp.array(dtype=wp.spatial_vector),
-    contacts: SoftContacts,
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-    body_f: wp.array(dtype=wp.spatial_vector),
-):
-    c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    p = contacts.particle[c]
-    s = contacts.shape[c]
-    b = shapes.body[s]
-    w = inv_mass[p]
-    body_dynamic = False
-    if b >= 0:
-        body_dynamic = body_inv_mass[b] > 0.0
-    if w == 0.0 and not body_dynamic:
-        return  # neither side can move: a kinematic particle against a static or kinematic shape
-    r = radius[p]
-    smoothing = law.contact_smoothing
-    X = shape_world_pose(shapes, body_q, s)
-    sd = shape_sdf_at(shapes, s, X, x[p], 2.0 * r + 1.0)
-    depth = r - sd[3]
-    if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
-        return
-    n = wp.vec3(sd[0], sd[1], sd[2])
-    x_surface = x[p] - n * sd[3]
-    # the particle's velocity relative to the shape's material point (static shapes: zero, exactly)
-    vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
-    vn = wp.dot(n, vrel)
-    d = contact_depth(depth, smoothing)
-    # effective mass along the normal: the particle's and the body's at the contact (w + 0 for static shapes)
-    m_n = 1.0 / (w + inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, n))
-    ke, kd = penalty_gains(shape_tau[s], shape_zeta[s], shape_ke[s], shape_kd[s], m_n)
-    fn = wp.max(ke * d - kd * vn * contact_gate(depth, smoothing), 0.0)
-    vt = vrel - n * vn
-    # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
-    w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
-    fc = n * fn + friction_force(vt, fn, shape_mu[s], law.friction_smoothing, 1.0 / (w + w_body), dt)
-    wp.atomic_add(f, p, fc)
-    if body_dynamic:
-        # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
-        wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
+@functools.cache
+def particle_shape_contact_kernel_for(types: frozenset):
+    """``particle_shape_contact_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
+    module of its own: a scene compiles only the distance functions of the shapes it has."""
+    sdf_at = shape_sdf_at_for(types)
+
+    @wp.kernel(name=f"particle_shape_contact_kernel_{type_tag(types)}", module="unique")
+    def particle_shape_contact_kernel(
+        # Model:
+        radius: wp.array(dtype=float),
+        inv_mass: wp.array(dtype=float),
+        body_com: wp.array(dtype=wp.vec3),
+        body_inv_mass: wp.array(dtype=float),
+        body_inv_inertia: wp.array(dtype=wp.mat33),
+        shapes: ShapeGeometry,
+        shape_ke: wp.array(dtype=float),
+        shape_kd: wp.array(dtype=float),
+        shape_tau: wp.array(dtype=float),
+        shape_zeta: wp.array(dtype=float),
+        shape_mu: wp.array(dtype=float),
+        law: PenaltyLaw,
+        # Data in:
+        x: wp.array(dtype=wp.vec3),
+        v: wp.array(dtype=wp.vec3),
+        body_q: wp.array(dtype=wp.transform),
+        body_qd: wp.array(dtype=wp.spatial_vector),
+        contacts: SoftContacts,
+        # In:
+        dt: float,
+        # Data out:
+        f: wp.array(dtype=wp.vec3),
+        body_f: wp.array(dtype=wp.spatial_vector),
+    ):
+        c = wp.tid()
+        if c >= contacts.count[0]:
+            return
+        p = contacts.particle[c]
+        s = contacts.shape[c]
+        b = shapes.body[s]
+        w = inv_mass[p]
+        body_dynamic = False
+        if b >= 0:
+            body_dynamic = body_inv_mass[b] > 0.0
+        if w == 0.0 and not body_dynamic:
+            return  # neither side can move: a kinematic particle against a static or kinematic shape
+        r = radius[p]
+        smoothing = law.contact_smoothing
+        X = shape_world_pose(shapes, body_q, s)
+        sd = wp.static(sdf_at)(shapes, s, X, x[p], 2.0 * r + 1.0)
+        depth = r - sd[3]
+        if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
+            return
+        n = wp.vec3(sd[0], sd[1], sd[2])
+        x_surface = x[p] - n * sd[3]
+        # the particle's velocity relative to the shape's material point (static shapes: zero, exactly)
+        vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
+        vn = wp.dot(n, vrel)
+        d = contact_depth(depth, smoothing)
+        # effective mass along the normal: the particle's and the body's at the contact (w + 0 for static shapes)
+        m_n = 1.0 / (w + inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, n))
+        ke, kd = penalty_gains(shape_tau[s], shape_zeta[s], shape_ke[s], shape_kd[s], m_n)
+        fn = wp.max(ke * d - kd * vn * contact_gate(depth, smoothing), 0.0)
+        vt = vrel - n * vn
+        # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
+        w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
+        fc = n * fn + friction_force(vt, fn, shape_mu[s], law.friction_smoothing, 1.0 / (w + w_body), dt)
+        wp.atomic_add(f, p, fc)
+        if body_dynamic:
+            # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
+            wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
+
+    return particle_shape_contact_kernel
 
 
 @wp.func
@@ -274,7 +284,7 @@ def eval_particle_shape_contact_forces(model, data) -> None:
     if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
         return
     state, out = data.state_in, data.state_out
-    wp.launch(particle_shape_contact_kernel, dim=contacts.soft_contact_max, device=model.device,
+    wp.launch(particle_shape_contact_kernel_for(shape_types(model)), dim=contacts.soft_contact_max, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
                       model.shape_material_tau, model.shape_material_zeta, model.shape_material_mu,

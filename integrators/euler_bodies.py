@@ -43,6 +43,18 @@ def world_inertia_times_d(q: wp.quatd, inertia: wp.mat33d, w: wp.vec3d):
     return wp.quat_rotate(q, inertia * wp.quat_rotate_inv(q, w))
 
 
+@wp.func
+def momentum_step(q: wp.quat, inertia: wp.mat33, w: wp.vec3, torque: wp.vec3, dt: float):
+    """A dynamic body's step in momentum form, in float64: its orientation ``q`` (renormalized), its inverse
+    inertia (body frame) and its world angular momentum about the com after ``dt``, L' = I_w(q) w + dt tau.
+    (float32 rounding of L -> w -> L each step is biased and drifts L linearly.) Shared by the symplectic-Euler
+    step here and XPBD's prediction (``xpbd_bodies.py``), so both mean the same by torques."""
+    q64 = wp.normalize(wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])))
+    i64 = wp.mat33d(inertia)
+    L = world_inertia_times_d(q64, i64, to_d(w)) + wp.float64(dt) * to_d(torque)
+    return q64, wp.inverse(i64), L
+
+
 @wp.kernel
 def integrate_bodies_kernel(
     # Model:
@@ -72,13 +84,8 @@ def integrate_bodies_kernel(
     if m_inv > 0.0:
         f = body_f[b]
         v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
-        # the rotation in float64: float32 rounding of L -> w -> L each step is biased and drifts L linearly
-        qd64 = wp.normalize(wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])))
-        i64 = wp.mat33d(inertia[b])
-        i64_inv = wp.inverse(i64)
-        dt64 = wp.float64(dt)
-        L = world_inertia_times_d(qd64, i64, to_d(w)) + dt64 * to_d(wp.spatial_bottom(f))
-        qd64 = rotate_by_d(qd64, world_inertia_times_d(qd64, i64_inv, L), dt64)
+        qd64, i64_inv, L = momentum_step(q, inertia[b], w, wp.spatial_bottom(f), dt)
+        qd64 = rotate_by_d(qd64, world_inertia_times_d(qd64, i64_inv, L), wp.float64(dt))
         w64 = world_inertia_times_d(qd64, i64_inv, L)
         w = wp.vec3(float(w64[0]), float(w64[1]), float(w64[2]))
         q = wp.quat(float(qd64[0]), float(qd64[1]), float(qd64[2]), float(qd64[3]))

@@ -20,7 +20,7 @@ expressed in the final orientation's inertia (the gyroscopic part stays in momen
 import warp as wp
 
 from .euler import world_gravity
-from .euler_bodies import rotate_by_d, to_d, world_inertia_times_d
+from .euler_bodies import momentum_step, rotate_by_d, to_d, world_inertia_times_d
 
 
 # ---------------------------------------------------------------------------------------------- rigid bodies
@@ -75,13 +75,9 @@ def predict_body_motion_kernel(
         f = body_f[b]
         v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
         # the rotation in float64 and momentum form, as euler_bodies.integrate_bodies_kernel
-        q64 = wp.normalize(quat_d(wp.transform_get_rotation(pose)))
-        i64 = wp.mat33d(inertia[b])
-        i64_inv = wp.inverse(i64)
-        dt64 = wp.float64(dt)
-        L = world_inertia_times_d(q64, i64, to_d(w)) + dt64 * to_d(wp.spatial_bottom(f))
+        q64, i64_inv, L = momentum_step(wp.transform_get_rotation(pose), inertia[b], w, wp.spatial_bottom(f), dt)
         dq64 = rotate_by_d(wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), one),
-                           world_inertia_times_d(q64, i64_inv, L), dt64)
+                           world_inertia_times_d(q64, i64_inv, L), wp.float64(dt))
         w64 = world_inertia_times_d(wp.normalize(dq64 * q64), i64_inv, L)
         w = wp.vec3(float(w64[0]), float(w64[1]), float(w64[2]))
         dq = quat_f(dq64)

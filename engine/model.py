@@ -8,7 +8,6 @@ example a stiffness being optimised); what changes each step lives in
 
 from __future__ import annotations
 
-import numpy as np
 import warp as wp
 
 from .collision.sdf import shape_types

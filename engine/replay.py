@@ -64,10 +64,6 @@ class Replay:
         """Whether calls may replay now (not under a recording tape, not inside another capture)."""
         return self.enabled and recording_tape() is None and not self.device.is_capturing
 
-    def clear(self) -> None:
-        self._graphs.clear()
-        self._seen.clear()
-
     def run(self, key, held, fn) -> None:
         entry = self._graphs.get(key)
         if entry is not None:

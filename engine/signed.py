@@ -37,10 +37,10 @@ class Signed:
         object.__delattr__(self, name)
 
 
-def signature(*objects, skip=()) -> tuple:
+def signature(*objects) -> tuple:
     """What a graph of a call on ``objects`` froze: per object its identity and, for a :class:`Signed` one, its
     count of assignments; for any other, per attribute (``vars``) the value of a Python scalar or the
-    identity of anything else (arrays, structs, buffers), names in ``skip`` left out."""
+    identity of anything else (arrays, structs, buffers)."""
     out = []
     for obj in objects:
         out.append(id(obj))
@@ -49,7 +49,6 @@ def signature(*objects, skip=()) -> tuple:
         if isinstance(obj, Signed):
             out.append(obj.__dict__.get("_assignments", 0))
             continue
-        for name, value in vars(obj).items():
-            if name not in skip:
-                out.append(value if isinstance(value, _SCALARS) else id(value))
+        for value in vars(obj).values():
+            out.append(value if isinstance(value, _SCALARS) else id(value))
     return tuple(out)

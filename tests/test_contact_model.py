@@ -25,7 +25,7 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE, Sim, quat_matrix
-from gradcheck import Input, TapeProblem, check_gradient
+from gradcheck import Input, check_gradient
 from test_rigid_semi_implicit_grad import BodyRollout
 
 G = 9.81

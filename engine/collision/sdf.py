@@ -179,7 +179,8 @@ def shape_types(model) -> frozenset:
     hit = _TYPE_SETS.get(id(a))
     if hit is None or hit[0]() is not a:
         types = frozenset(int(t) for t in np.unique(a.numpy())) if model.shape_count else frozenset()
-        hit = _TYPE_SETS[id(a)] = (weakref.ref(a), types)
+        # the entry leaves with its array (a sweep over thousands of models keeps nothing of the finished ones)
+        hit = _TYPE_SETS[id(a)] = (weakref.ref(a, lambda _, key=id(a): _TYPE_SETS.pop(key, None)), types)
     return hit[1]
 
 

@@ -10,6 +10,7 @@
 :func:`save_usd` load ``pxr``, when first used.
 """
 
+from .autodiff.backward_code import enable_gradients, gradients_enabled
 from .autodiff.tape import TapeReuseError
 from .builder import ModelBuilder
 from .builder.materials import lame_from_young
@@ -66,6 +67,8 @@ __all__ = [
     "DIFFERENTIABLE_PARAMS",
     "TapeReuseError",
     "lame_from_young",
+    "enable_gradients",
+    "gradients_enabled",
     "eval_fk",
     "eval_ik",
     "body_poses",

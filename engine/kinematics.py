@@ -22,6 +22,9 @@ import warp as wp
 
 from .kernel_args import ArgBundle
 from .types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.struct

@@ -14,6 +14,9 @@ Gravity is per world: an entity reads ``model.gravity[world]`` (its
 import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
+from ..autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func

@@ -24,6 +24,9 @@ import warp as wp
 
 from ..types import PARTICLE_FLAG_ACTIVE
 from .euler import velocity_after, world_gravity
+from ..autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 # ---------------------------------------------------------------------------------------------- particles

@@ -21,6 +21,9 @@ import warp as wp
 
 from .euler import world_gravity
 from .euler_bodies import momentum_step, rotate_by_d, to_d, world_inertia_times_d
+from ..autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 # ---------------------------------------------------------------------------------------------- rigid bodies

@@ -7,6 +7,7 @@ overwritten values and returns a gradient that is silently wrong. The solver
 calls :func:`guard_step` before every step; while a tape is recording it keeps,
 on that tape, the device pointers of every state array recorded so far and
 raises :class:`TapeReuseError` when ``state_out`` would overwrite one of them.
+A recorded step also switches on the kernels' backward code (:mod:`.backward_code`).
 The bookkeeping is a Python set per tape: no device work, no host sync.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import warp as wp
 
 from ..state import STATE_ARRAYS as _STATE_ARRAYS
+from .backward_code import enable_gradients
 
 
 class TapeReuseError(RuntimeError):
@@ -45,6 +47,7 @@ def guard_step(state_in, state_out) -> None:
     tape = recording_tape()
     if tape is None:
         return
+    enable_gradients()  # the step's kernels will need their adjoints (compiled at their next launch)
     read, written = _registry(tape)
     for name in _STATE_ARRAYS:
         a = getattr(state_out, name, None)

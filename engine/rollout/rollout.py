@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from ..autodiff.backward_code import enable_gradients
 from ..diagnostics import NonFiniteError, first_nonfinite
 from ..replay import plain_calls
 from ..types import JOINT_BALL, JOINT_FREE
@@ -401,6 +402,7 @@ class Rollout(RolloutSizing):
         """
         model = self.model
         steps = self.checkpoint_every * self.substeps
+        enable_gradients()  # before the segment's capture: its kernels are recompiled with their adjoints
         if self._seg_states is None:
             self._seg_states = [model.state(requires_grad=True) for _ in range(steps + 1)]
             self._carry = wp.zeros(self.layout.state_size, dtype=float, device=model.device)

@@ -25,6 +25,9 @@ import warp as wp
 
 from ..forces.body_dynamics import rotated_inertia
 from ..step_data import stage
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.struct

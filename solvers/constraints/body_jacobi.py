@@ -28,6 +28,9 @@ from ...collision.sdf import ShapeGeometry
 from ...integrators.xpbd_bodies import pose_from_motion
 from ..step_data import stage
 from .body_frames import world_frame
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 # ---------------------------------------------------------------------------------------------- mass splitting

@@ -24,6 +24,9 @@ import numpy as np
 import warp as wp
 
 from ..step_data import stage
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> MappingProxyType:

@@ -70,6 +70,9 @@ from .body_frames import (
     positional_inv_mass,
     solve_rows,
 )
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 # a joint's multipliers: attachment (3), alignment (3), limit, drive
 vec8 = wp.types.vector(length=8, dtype=float)

@@ -51,6 +51,9 @@ from .body_frames import (
     positional_inv_mass,
     solve_rows,
 )
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func
@@ -156,6 +159,7 @@ def solve_shape_contacts_kernel_for(types: frozenset):
         wp.atomic_add(delta, p, impulse * wp_)
         add_positional(body_delta, b, fb, body_split, rb, -impulse)
 
+    on_demand(solve_shape_contacts_kernel.module)  # a module of its own: backward compiled once gradients are wanted
     return solve_shape_contacts_kernel
 
 

@@ -19,6 +19,9 @@ from ..step_data import stage
 from .body_frames import body_frame, point_motion
 from .body_jacobi import split_factors
 from .jacobi import add_corrections
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.kernel

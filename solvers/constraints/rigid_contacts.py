@@ -52,6 +52,9 @@ from .body_frames import (
     solve_rows,
 )
 from .particle_contacts import contact_push
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.kernel

@@ -15,6 +15,9 @@ import warp as wp
 
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func

@@ -76,6 +76,9 @@ from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.struct
@@ -216,6 +219,7 @@ def particle_shape_contact_kernel_for(types: frozenset):
             # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
             wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
 
+    on_demand(particle_shape_contact_kernel.module)  # a module of its own: backward compiled once gradients are wanted
     return particle_shape_contact_kernel
 
 

@@ -3,6 +3,9 @@
 import warp as wp
 
 from ..step_data import stage
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 def _set_values_kernel(dtype):

@@ -64,6 +64,9 @@ from ...kinematics import JointTopology, body_angular_velocity, body_pose, point
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..step_data import stage
 from .body_dynamics import body_inverse_mass_at, inverse_mass_of, world_inverse_inertia, wrench_at
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func

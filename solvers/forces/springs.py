@@ -4,6 +4,9 @@
 import warp as wp
 
 from .elements import element_force_stage, element_share, implicit_damping
+from ...autodiff.backward_code import on_demand
+
+on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.kernel

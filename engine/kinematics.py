@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .autodiff.backward_code import on_demand
 from .kernel_args import ArgBundle
 from .types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

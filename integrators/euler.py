@@ -13,8 +13,8 @@ Gravity is per world: an entity reads ``model.gravity[world]`` (its
 
 import warp as wp
 
-from ..types import PARTICLE_FLAG_ACTIVE
 from ..autodiff.backward_code import on_demand
+from ..types import PARTICLE_FLAG_ACTIVE
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -18,8 +18,8 @@ Kinematic bodies (inverse mass 0) keep their velocity. Gravity per world, as ``e
 
 import warp as wp
 
-from .euler import world_gravity
 from ..autodiff.backward_code import on_demand
+from .euler import world_gravity
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

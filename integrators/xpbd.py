@@ -22,9 +22,9 @@ Rigid bodies: ``xpbd_bodies.py`` (a module of its own, so a particle scene compi
 
 import warp as wp
 
+from ..autodiff.backward_code import on_demand
 from ..types import PARTICLE_FLAG_ACTIVE
 from .euler import velocity_after, world_gravity
-from ..autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -19,9 +19,9 @@ expressed in the final orientation's inertia (the gyroscopic part stays in momen
 
 import warp as wp
 
+from ..autodiff.backward_code import on_demand
 from .euler import world_gravity
 from .euler_bodies import momentum_step, rotate_by_d, to_d, world_inertia_times_d
-from ..autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -7,10 +7,10 @@ is (1 / 2 alpha) C^2. Damping gamma = alpha ``edge_kd`` / dt.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ..forces.bending import dihedral_angle_gradient
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

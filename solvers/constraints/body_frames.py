@@ -23,9 +23,9 @@ moved since the step began, from the body's step-local motion (friction, depenet
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ..forces.body_dynamics import rotated_inertia
 from ..step_data import stage
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

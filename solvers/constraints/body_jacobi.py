@@ -22,13 +22,13 @@ a first-order quaternion update of the motion's rotation, renormalized).
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry
 from ...integrators.xpbd_bodies import pose_from_motion
 from ..step_data import stage
 from .body_frames import world_frame
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -20,9 +20,9 @@ pass. A spring with ke <= 0 is inactive.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -23,8 +23,8 @@ from types import MappingProxyType
 import numpy as np
 import warp as wp
 
-from ..step_data import stage
 from ...autodiff.backward_code import on_demand
+from ..step_data import stage
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

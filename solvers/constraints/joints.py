@@ -57,6 +57,7 @@ targets and gains; a limit that engages within a step is a kink.
 import numpy as np
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology, body_pose, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..step_data import stage
@@ -70,7 +71,6 @@ from .body_frames import (
     positional_inv_mass,
     solve_rows,
 )
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

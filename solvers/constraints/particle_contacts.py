@@ -39,6 +39,7 @@ import functools
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, type_tag
@@ -51,7 +52,6 @@ from .body_frames import (
     positional_inv_mass,
     solve_rows,
 )
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -12,6 +12,7 @@ iterations only read it: a handful of dot products per contact.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
@@ -19,7 +20,6 @@ from ..step_data import stage
 from .body_frames import body_frame, point_motion
 from .body_jacobi import split_factors
 from .jacobi import add_corrections
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

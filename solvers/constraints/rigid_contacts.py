@@ -40,6 +40,7 @@ kink.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ..step_data import stage
@@ -52,7 +53,6 @@ from .body_frames import (
     solve_rows,
 )
 from .particle_contacts import contact_push
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -19,9 +19,9 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

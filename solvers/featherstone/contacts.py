@@ -37,10 +37,10 @@ of active contacts stays the same; which contacts exist is decided by ``model.co
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

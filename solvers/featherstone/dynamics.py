@@ -26,10 +26,10 @@ first order in dt, like the rest of the step.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .kinematics import dof_count, joint_frame_child, joint_frame_parent, joint_transform, joint_axis_of
 from .spatial import quat_exp
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

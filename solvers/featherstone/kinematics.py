@@ -21,9 +21,9 @@ the child's centre of mass and add ``(0, v_c x w)``.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .spatial import motion_cross_force, motion_cross_motion, point_velocity, quat_exp, spatial_inertia, wrench_at
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -19,6 +19,7 @@ not positive (a matrix that is not positive definite) gives NaN, which the solve
 """
 
 import warp as wp
+
 from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted

@@ -8,8 +8,8 @@ element: :mod:`inertia.solvers.forces.elements`).
 
 import warp as wp
 
-from .elements import element_force_stage, element_share, implicit_damping
 from ...autodiff.backward_code import on_demand
+from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

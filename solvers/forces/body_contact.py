@@ -58,12 +58,12 @@ projection, continuous); which contacts exist is decided by ``model.collide`` an
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

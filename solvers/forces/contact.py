@@ -68,6 +68,7 @@ import functools
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, shape_world_pose, type_tag
@@ -76,7 +77,6 @@ from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -60,11 +60,11 @@ where q crosses a bound, and there the gradient jumps.
 
 import warp as wp
 
+from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology, body_angular_velocity, body_pose, point_velocity, twist_angle
 from ...types import JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..step_data import stage
 from .body_dynamics import body_inverse_mass_at, inverse_mass_of, world_inverse_inertia, wrench_at
-from ...autodiff.backward_code import on_demand
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

@@ -10,8 +10,8 @@ Damping: P_d = k_damp' F sym(F^T dF/dt), k_damp capped per element (:mod:`inerti
 
 import warp as wp
 
-from .elements import element_force_stage, element_share, implicit_damping
 from ...autodiff.backward_code import on_demand
+from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 

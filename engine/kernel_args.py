@@ -7,8 +7,8 @@ plain arguments: ``wp.Tape`` then sees them as it always has.
 
 :class:`ArgBundle` declares, once, the attribute of the source object behind each field
 (``prefix + field`` unless renamed). Calling it returns the struct of a source object: filled the
-first time, then the same struct as long as none of those attributes has been replaced (a check of
-attribute reads, ~1.5 us, where filling a struct costs ~10 us of Python and more than the launch
+first time, then the same struct as long as none of those attributes (nor their gradient arrays) has
+been replaced (a check of attribute reads, ~2 us, where filling a struct costs ~10 us of Python and more than the launch
 saves). The structs hold array handles only (nothing is allocated); they are kept per source object
 and go with it (weak keys).
 """
@@ -42,9 +42,13 @@ class ArgBundle:
         return s
 
     def __call__(self, source):
-        """The struct of ``source`` (filled again only when one of its attributes was replaced)."""
+        """The struct of ``source`` (filled again only when one of its attributes was replaced, or an array of
+        them got another gradient array: a struct holds each array's gradient pointer too, and one filled
+        before ``requires_grad`` was switched on would point at none)."""
         current = tuple(getattr(source, a) for a in self.attributes)
+        grads = tuple(getattr(a, "grad", None) for a in current)
         entry = self._filled.get(source)
-        if entry is None or any(a is not b for a, b in zip(current, entry[0])):
-            entry = self._filled[source] = (current, self.fill(source))
-        return entry[1]
+        if (entry is None or any(a is not b for a, b in zip(current, entry[0]))
+                or any(a is not b for a, b in zip(grads, entry[1]))):
+            entry = self._filled[source] = (current, grads, self.fill(source))
+        return entry[2]

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from .. import compile_ahead
 from ..integrators import integrate_bodies, integrate_particles
 from ..schema import STATE_CHECKPOINT, STATE_FIELDS
 from ..diagnostics import StabilityWarning, warn
@@ -189,8 +190,9 @@ class SemiImplicitSolver(SolverBase):
             value = getattr(model, name, 0.0)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
+        self.stable_steps, self._checked_dt = {}, None  # (no substeps in the dry run of compile_ahead)
+        compile_ahead.for_solver(self)  # before the estimate below launches the element forces
         self.stable_steps = explicit_stable_steps(model)
-        self._checked_dt = None
 
     @property
     def stable_dt(self) -> float:

@@ -37,6 +37,7 @@ import os
 import numpy as np
 import warp as wp
 
+from .. import compile_ahead
 from ..integrators import predict_bodies, predict_positions, update_body_velocities, update_velocities
 from .constraints import (
     apply_body_corrections,
@@ -278,6 +279,7 @@ class XPBDSolver(SolverBase):
         self.scales = jacobi_scales(model, self.relaxation, splitting)
         self.split_exponent = 0.5 if splitting == "sqrt" else 1.0  # bodies: n^p, as the particles' 1/sqrt(n) or 1/n
         self.joint_rows = joint_rows_per_body(model)
+        compile_ahead.for_solver(self)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m, k = self.model, self.iterations

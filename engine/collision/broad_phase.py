@@ -81,6 +81,12 @@ class ShapeFilter:
     exclusions: wp.array(dtype=wp.int32)
 
 
+# of a model: filled from its current arrays at each collide (a Rollout that learns body masses gives
+# body_inv_mass a gradient array after the first collide may have run)
+shape_filter = ArgBundle(ShapeFilter, shape_group="shape_collision_group", shape_mask="shape_collision_mask",
+                         exclusion_offsets="body_exclusion_offsets", exclusions="body_exclusions")
+
+
 @wp.func
 def body_is_dynamic(f: ShapeFilter, body: int):
     return body >= 0 and f.body_inv_mass[body] > 0.0
@@ -462,15 +468,6 @@ class ShapeBroadPhase:
             self.values = wp.zeros(2 * max(n, 1), dtype=wp.int32)
             self.upper_keys = wp.zeros(max(n, 1), dtype=wp.int64)
             self.running_upper = wp.zeros(max(n, 1), dtype=float)
-        self.filter = ShapeFilter()
-        self.filter.shape_body = model.shape_body
-        self.filter.shape_flags = model.shape_flags
-        self.filter.shape_world = model.shape_world
-        self.filter.shape_group = model.shape_collision_group
-        self.filter.shape_mask = model.shape_collision_mask
-        self.filter.body_inv_mass = model.body_inv_mass
-        self.filter.exclusion_offsets = model.body_exclusion_offsets
-        self.filter.exclusions = model.body_exclusions
         mesh_pairs = _mesh_mesh_pairs(model, types, flags, body)
         if mesh_pairs:
             names = ", ".join(f"({model.shape_label[a]!r}, {model.shape_label[b]!r})" for a, b in mesh_pairs[:5])
@@ -525,6 +522,7 @@ def detect_shape_pairs(model, state, contacts) -> None:
         return
     n, dev = model.shape_count, model.device
     shapes = shape_geometry(model)
+    keep = shape_filter(model)
     out = rigid_pairs(contacts)
     bp.centre_moments.zero_()
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
@@ -548,9 +546,9 @@ def detect_shape_pairs(model, state, contacts) -> None:
     def emit(overflow):
         if bp.plane_count:
             wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
-                      inputs=[shapes, model.shape_world, bp.filter, bp.plane_offsets, bp.planes, bp.aabb_lower,
+                      inputs=[shapes, model.shape_world, keep, bp.plane_offsets, bp.planes, bp.aabb_lower,
                               bp.aabb_upper, overflow], outputs=[out])
         wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
-                  inputs=[bp.filter, sweep, bp.running_upper, n, overflow], outputs=[out])
+                  inputs=[keep, sweep, bp.running_upper, n, overflow], outputs=[out])
 
     overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max, most=n * (n - 1) // 2)

@@ -38,6 +38,7 @@ import numbers
 
 import warp as wp
 
+from ... import compile_ahead
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
 from ..solver import SolverBase, replayed
@@ -119,7 +120,6 @@ class FeatherstoneSolver(SolverBase):
         if model.particle_count:
             self.state_inputs = ("particle_q", "particle_qd") + type(self).state_inputs
             self.unused_params = ("body_inv_mass", "shape_material_restitution")
-            self.stable_steps = particle_stable_steps(model)
         self.contact_timeconst = _positive(contact_timeconst, "contact_timeconst")
         self.contact_dampratio = _positive(contact_dampratio, "contact_dampratio")
         eps = model.friction_smoothing if friction_smoothing is None else friction_smoothing
@@ -130,6 +130,9 @@ class FeatherstoneSolver(SolverBase):
         # inputs of a step taken without a Control (read only: never written)
         self._zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=dev)
         self._zero_wrenches = wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, device=dev)
+        compile_ahead.for_solver(self)  # before the estimate below launches the particle forces
+        if model.particle_count:
+            self.stable_steps = particle_stable_steps(model)
 
     # ------------------------------------------------------------------ per-state buffers
     def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:

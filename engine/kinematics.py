@@ -21,6 +21,7 @@ import numpy as np
 import warp as wp
 
 from .autodiff.backward_code import on_demand
+from .autodiff.tape import gradients_if_recording
 from .kernel_args import ArgBundle
 from .types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 
@@ -254,6 +255,7 @@ def eval_ik(model, state, joints: JointTopology | None = None) -> None:
     """
     if model.joint_count == 0:
         return
+    gradients_if_recording()
     wp.launch(eval_ik_kernel, dim=model.joint_count, device=model.device,
               inputs=[model.body_com, joints if joints is not None else joint_topology(model), state.body_q,
                       state.body_qd],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warp as wp
 
+from .autodiff.backward_code import enable_gradients
 from .collision.sdf import shape_types
 from .contacts import Contacts
 from .finalize import build_model
@@ -126,6 +127,8 @@ class Model(Signed):
         computed from the initial body poses.
         """
         g = self.requires_grad if requires_grad is None else bool(requires_grad)
+        if g:
+            enable_gradients()  # a state that carries gradients will be recorded: kernels with their adjoints
         s = State()
         for f in STATE_FIELDS:
             if f.source == "model":

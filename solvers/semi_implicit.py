@@ -191,7 +191,7 @@ class SemiImplicitSolver(SolverBase):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"model.{name} must be a finite number >= 0, got {value!r}")
         self.stable_steps, self._checked_dt = {}, None  # (no substeps in the dry run of compile_ahead)
-        compile_ahead.for_solver(self)  # before the estimate below launches the element forces
+        compile_ahead.for_solver(self, SemiImplicitSolver)  # before the estimate below launches the element forces
         self.stable_steps = explicit_stable_steps(model)
 
     @property

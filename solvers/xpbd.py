@@ -279,7 +279,7 @@ class XPBDSolver(SolverBase):
         self.scales = jacobi_scales(model, self.relaxation, splitting)
         self.split_exponent = 0.5 if splitting == "sqrt" else 1.0  # bodies: n^p, as the particles' 1/sqrt(n) or 1/n
         self.joint_rows = joint_rows_per_body(model)
-        compile_ahead.for_solver(self)
+        compile_ahead.for_solver(self, XPBDSolver)
 
     def buffer_sizes(self, rigid_contact_max: int) -> dict:
         m, k = self.model, self.iterations

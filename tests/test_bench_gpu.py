@@ -33,8 +33,9 @@ from bench_scenes import SCENES  # noqa: E402
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpucheck")
-    proc = subprocess.run([sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu", "--tiny", "--out",
-                           str(out)], capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    # --no-newton: where Newton is installed it imports pxr itself, and this checks that our code does not
+    proc = subprocess.run([sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu", "--tiny", "--no-newton",
+                           "--out", str(out)], capture_output=True, text=True, timeout=1500, cwd=ROOT)
     path = out / "gpu_check.json"
     assert path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(path) as f:
@@ -83,7 +84,7 @@ def test_scale_gradients_and_capacity_report_figures(report):
         assert "error" not in r, r
         assert r["entity_steps_per_s"] > 0 and r["finite"] and r["warp_bytes"] > 0, r
     assert {r["solver"] for r in rows if r["scene"] == "robot"} == {"semi_implicit", "xpbd", "featherstone"}
-    assert s["scale"]["newton"]["cloth"]["status"] in ("ok", "skipped")
+    assert s["scale"]["newton"] == {}  # --no-newton
     for problem in s["gradients"]["problems"].values():
         assert problem["rows"]
         for r in problem["rows"]:

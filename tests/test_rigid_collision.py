@@ -439,6 +439,23 @@ def test_mesh_mesh_pairs_warn_once():
     assert len(c.rigid_pairs()) == 1 and len(c.rigid_contacts()["shape0"]) == 0
 
 
+def test_mesh_mesh_pairs_warn_when_a_solver_is_built_first():
+    """A solver's dry run (``inertia.compile_ahead``) meets the pair first; the warning must still be shown,
+    once, naming the line that built the solver."""
+    b = inertia.ModelBuilder()
+    v, f = box_mesh(0.1, 0.1, 0.1)
+    b.add_shape_mesh(vertices=v, indices=f)
+    b.add_shape_mesh(b.add_body(xform=((0.0, 0.0, 0.19), IDENTITY)), vertices=v, indices=f)
+    model = b.finalize(device=DEVICE)
+    with pytest.warns(RuntimeWarning, match="mesh-mesh contact is not supported") as record:
+        inertia.SemiImplicitSolver(model)
+    assert [w.filename for w in record if "mesh-mesh" in str(w.message)] == [__file__]
+    state, c = model.state(), model.contacts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.collide(state, c)
+
+
 def test_separated_shapes_beyond_the_margin_get_no_contact():
     b = inertia.ModelBuilder()
     b.add_ground_plane()

@@ -7,10 +7,13 @@ differentiable kernel modules start forward-only, and the first time gradients a
 them is switched to forward + backward (:func:`enable_gradients`): Warp recompiles each module at its
 next launch, or loads it from the kernel cache.
 
-Gradients are wanted when a ``wp.Tape`` records a solver step (``autodiff.tape.guard_step``) and when a
-:class:`~inertia.Rollout` that needs gradients is built. A launch recorded before the switch still gets
-its adjoint: Warp looks a backward kernel up when the adjoint launches, after the switch. The forward
-code is the same either way, bit for bit (``tests/test_backward_code.py``).
+Gradients are wanted when a ``wp.Tape`` records a solver step (``autodiff.tape.guard_step``),
+``eval_ik`` or the FeatherstoneSolver's ``sync_bodies``; when ``model.state(requires_grad=True)`` makes a
+state that carries gradients; and when a :class:`~inertia.Rollout` runs a backward pass. A launch
+recorded before the switch still gets its adjoint: Warp looks a backward kernel up when the adjoint
+launches, after the switch. The forward code is the same either way, bit for bit
+(``tests/test_backward_code.py``). On CUDA drivers older than 12.3, which cannot compile inside a graph
+capture, call :func:`enable_gradients` before capturing a recorded step yourself.
 
 Detection and other kernels that are never differentiated keep ``enable_backward=False`` for good and
 are not registered here.

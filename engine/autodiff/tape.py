@@ -32,6 +32,13 @@ def recording_tape():
 
 
 
+def gradients_if_recording() -> None:
+    """Switch on the kernels' backward code (:mod:`.backward_code`) when a ``wp.Tape`` is recording: for
+    the differentiable functions a tape may record without a solver step (``eval_ik``, ``sync_bodies``)."""
+    if recording_tape() is not None:
+        enable_gradients()
+
+
 def _registry(tape) -> tuple[set, set]:
     # tape.reset() replaces tape.launches with a new list: a registry made for
     # the old list belongs to a recording that no longer exists.

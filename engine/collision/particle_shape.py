@@ -79,6 +79,7 @@ def detect_particle_shape_kernel_for(types: frozenset):
                 out.particle[slot] = p
                 out.shape[slot] = s
 
+    wp.set_module_options({"enable_backward": False}, detect_particle_shape_kernel.module)  # the module's too
     return detect_particle_shape_kernel
 
 

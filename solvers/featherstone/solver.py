@@ -39,6 +39,7 @@ import numbers
 import warp as wp
 
 from ... import compile_ahead
+from ...autodiff.tape import gradients_if_recording
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
 from ..solver import SolverBase, replayed
@@ -130,7 +131,7 @@ class FeatherstoneSolver(SolverBase):
         # inputs of a step taken without a Control (read only: never written)
         self._zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=dev)
         self._zero_wrenches = wp.zeros(max(model.body_count, 1), dtype=wp.spatial_vector, device=dev)
-        compile_ahead.for_solver(self)  # before the estimate below launches the particle forces
+        compile_ahead.for_solver(self, FeatherstoneSolver)  # before the estimate below launches the particle forces
         if model.particle_count:
             self.stable_steps = particle_stable_steps(model)
 
@@ -168,6 +169,7 @@ class FeatherstoneSolver(SolverBase):
         model, topo = self.model, self.topology
         if topo.slot_count == 0:
             return
+        gradients_if_recording()
         buf = getattr(state, "_featherstone_sync", None)
         if buf is None:
             g = state.requires_grad()

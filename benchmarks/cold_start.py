@@ -18,7 +18,6 @@ imported (it should not be). The median total and the machine load go in the JSO
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -75,6 +74,7 @@ def main(argv=None) -> dict:
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     from machine import machine_info
+    from report import emit
 
     runs = [one_run(args.solver, args.warm) for _ in range(args.runs)]
     totals = [r["total_s"] for r in runs]
@@ -89,10 +89,7 @@ def main(argv=None) -> dict:
     for m in sorted(runs[-1]["modules"], key=lambda m: -m["s"]):
         if m["how"] == "compiled":
             print(f"  {m['module']:45s} {m['s']:6.2f} s")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    return result
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Prints a table and one JSON document (schema ``inertia-featherstone-benchmark/1`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -42,6 +41,7 @@ if HERE not in sys.path:
 import warp as wp  # noqa: E402
 
 from machine import fmt as _fmt, loadavg as _loadavg, machine_info  # noqa: E402
+from report import emit  # noqa: E402
 
 SCHEMA = "inertia-featherstone-benchmark/1"
 DT = 1e-3
@@ -278,11 +278,7 @@ def main(argv=None) -> dict:
     doc = {"schema": SCHEMA, "machine": machine_info(wp.get_device()), "loadavg": _loadavg(), "steps": args.steps,
            "repeats": args.repeats, "threads": threads, "results": results}
     print(table(doc))
-    print(json.dumps(doc, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    return doc
+    return emit(doc, args.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Each figure: the median over 3 blocks of 40 steps, plain loop (which replays its
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -94,6 +93,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     wp.config.log_level = wp.LOG_WARNING
     from machine import machine_info
+    from report import emit
 
     sizes = [4, 5] if args.tiny else [int(x) for x in args.sizes.split(",")]
     land, steps, repeats = (5, 3, 2) if args.tiny else (300, 40, 3)
@@ -104,12 +104,8 @@ def main(argv=None) -> dict:
             rows.append(r)
             print(f"{r['particles']:7d} particles, {r['order']:6s} order: {r['ms_per_step']:8.2f} ms/step, "
                   f"{r['ns_per_particle_step']:6.1f} ns per particle-step ({r['particle_pairs']} pairs)", flush=True)
-    doc = {"schema": "inertia-locality/1", "machine": machine_info("cpu"), "land_steps": land,
-           "steps": steps, "repeats": repeats, "rows": rows}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    return doc
+    return emit({"schema": "inertia-locality/1", "machine": machine_info("cpu"), "land_steps": land,
+                 "steps": steps, "repeats": repeats, "rows": rows}, args.json)
 
 
 if __name__ == "__main__":

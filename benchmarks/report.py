@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 from machine import fmt
+
+
+def emit(doc: dict, path: str | None) -> dict:
+    """The closing JSON document of a benchmark: printed after its table, also written to ``path`` (--json)."""
+    print(json.dumps(doc, indent=1))
+    if path:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+    return doc
 
 
 def grid(head, rows, left: int = 4) -> list:

@@ -7,12 +7,17 @@ import json
 from machine import fmt
 
 
-def emit(doc: dict, path: str | None) -> dict:
-    """The closing JSON document of a benchmark: printed after its table, also written to ``path`` (--json)."""
-    print(json.dumps(doc, indent=1))
+def emit(doc: dict, path: str | None, table: str | None = None, indent: int = 1) -> dict:
+    """The end of a benchmark: its ``table`` (text, if any) and a blank line, then its JSON document, which
+    is also written to ``path`` (``--json``)."""
+    text = json.dumps(doc, indent=indent)
     if path:
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+            f.write(text + "\n")
+    if table is not None:
+        print(table)
+        print()
+    print(text)
     return doc
 
 

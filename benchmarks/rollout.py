@@ -52,6 +52,7 @@ import warp as wp  # noqa: E402
 
 SCHEMA = "inertia-rollout-benchmark/1"
 
+from report import emit  # noqa: E402
 from rollout_newton import child_newton, find_newton_python, measure_newton  # noqa: E402
 from rollout_scene import (FULL, TINY, build_inertia, cloth_params,  # noqa: E402, F401
                            counts_of, expected_counts, grad_checksum, loss_weights, make_solver, mem_available,
@@ -410,15 +411,7 @@ def main(argv=None) -> dict:
             doc["newton"] += " (every run failed; see newton_results)"
     doc["total_wall_s"] = time.perf_counter() - t_all
 
-    text = json.dumps(doc, indent=2)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    if not args.quiet:
-        print(table(doc))
-        print()
-    print(text)
-    return doc
+    return emit(doc, args.json, None if args.quiet else table(doc), indent=2)
 
 
 if __name__ == "__main__":

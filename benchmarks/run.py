@@ -33,7 +33,7 @@ if HERE not in sys.path:  # also when run.py is imported rather than executed
 import warp as wp  # noqa: E402
 
 from machine import cache_entries, machine_info, now  # noqa: E402
-from report import run_table  # noqa: E402
+from report import emit, run_table  # noqa: E402
 from timing import Cell, alternate_rounds, cell_figures, count_launches, final_state, graph_ops, paired_ratios  # noqa: E402
 
 SCHEMA = "inertia-benchmark/2"
@@ -301,15 +301,7 @@ def main(argv=None) -> dict:
     doc["solver_comparisons"] = solver_comparisons(doc["results"], solvers)
     if tmp_cache:
         shutil.rmtree(tmp_cache, ignore_errors=True)
-    text = json.dumps(doc, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    if not args.quiet:
-        print(run_table(doc))
-        print()
-    print(text)
-    return doc
+    return emit(doc, args.json, None if args.quiet else run_table(doc))
 
 
 if __name__ == "__main__":

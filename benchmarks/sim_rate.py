@@ -21,7 +21,6 @@ XPBD keeps its per-scene iteration count at every step (8); a larger step is not
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -32,7 +31,7 @@ if HERE not in sys.path:
 import warp as wp  # noqa: E402
 
 from machine import machine_info, now  # noqa: E402
-from report import sim_rate_table  # noqa: E402
+from report import emit, sim_rate_table  # noqa: E402
 from timing import Cell, alternate_rounds, cell_figures  # noqa: E402
 
 SCHEMA = "inertia-sim-rate/1"
@@ -200,15 +199,7 @@ def main(argv=None) -> dict:
         for mode, key in (("graph", "vs_mujoco"), ("python", "vs_mujoco_python")):
             a, b = row[mode].get("sim"), ref[0][mode].get("sim")
             row[key] = a["median"] / b["median"] if a and b else None
-    text = json.dumps(doc, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    if not args.quiet:
-        print(sim_rate_table(doc))
-        print()
-    print(text)
-    return doc
+    return emit(doc, args.json, None if args.quiet else sim_rate_table(doc))
 
 
 if __name__ == "__main__":

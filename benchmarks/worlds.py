@@ -41,6 +41,7 @@ from machine import fmt as _fmt  # noqa: E402
 from machine import loadavg as _loadavg  # noqa: E402
 from machine import machine_info  # noqa: E402
 from machine import now as _now  # noqa: E402
+from report import emit  # noqa: E402
 from timing import measure  # noqa: E402
 from timing import sync as _sync  # noqa: E402
 from worlds_build import model_worlds, robot_spec, time_robot_build  # noqa: E402
@@ -491,15 +492,7 @@ def main(argv=None) -> dict:
     if newton_mode is not None:
         doc["machine"]["newton"] = newton_status
     doc["comparisons"] = comparisons(doc["results"])
-    text = json.dumps(doc, indent=2)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    if not args.quiet:
-        print(table(doc))
-        print()
-    print(text)
-    return doc
+    return emit(doc, args.json, None if args.quiet else table(doc), indent=2)
 
 
 if __name__ == "__main__":

@@ -41,42 +41,38 @@ from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
+from .topology import Tree
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func
-def dof_point_velocity(slot_end: wp.array(dtype=wp.int32), dof_slot: wp.array(dtype=wp.int32),
-                       body_slot: wp.array(dtype=wp.int32), dof_S: wp.array(dtype=wp.spatial_vector), d: int, b: int,
-                       r: wp.vec3):
+def dof_point_velocity(tree: Tree, dof_S: wp.array(dtype=wp.spatial_vector), d: int, b: int, r: wp.vec3):
     """Velocity of body ``b``'s point at ``r`` (relative to p_ref) per unit rate of dof ``d`` (0 off its path)."""
     if b < 0:
         return wp.vec3(0.0)
-    sb = body_slot[b]
-    sd = dof_slot[d]
-    if sb >= sd and sb < slot_end[sd]:
+    sb = tree.body_slot[b]
+    sd = tree.dof_slot[d]
+    if sb >= sd and sb < tree.slot_end[sd]:
         return point_velocity(dof_S[d], r)
     return wp.vec3(0.0)
 
 
 @wp.func
-def contact_column(slot_end: wp.array(dtype=wp.int32), dof_slot: wp.array(dtype=wp.int32),
-                   body_slot: wp.array(dtype=wp.int32), dof_S: wp.array(dtype=wp.spatial_vector), d: int, b0: int,
-                   b1: int, r: wp.vec3):
+def contact_column(tree: Tree, dof_S: wp.array(dtype=wp.spatial_vector), d: int, b0: int, b1: int, r: wp.vec3):
     """Column d of the contact's relative-velocity Jacobian (body 0's point minus body 1's)."""
-    return (dof_point_velocity(slot_end, dof_slot, body_slot, dof_S, d, b0, r)
-            - dof_point_velocity(slot_end, dof_slot, body_slot, dof_S, d, b1, r))
+    return dof_point_velocity(tree, dof_S, d, b0, r) - dof_point_velocity(tree, dof_S, d, b1, r)
 
 
 @wp.func
-def side_velocity(body_art: wp.array(dtype=wp.int32), art_ref: wp.array(dtype=wp.vec3),
+def side_velocity(tree: Tree, art_ref: wp.array(dtype=wp.vec3),
                   body_v: wp.array(dtype=wp.spatial_vector), body_X: wp.array(dtype=wp.transform),
                   body_qd_in: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3), b: int,
                   x: wp.vec3):
     """Velocity [m/s] of body b's material point at world x (a kinematic body's from its own velocity)."""
     if b < 0:
         return wp.vec3(0.0)
-    a = body_art[b]
+    a = tree.body_art[b]
     if a >= 0:
         return point_velocity(body_v[b], x - art_ref[a])
     v = body_qd_in[b]
@@ -93,12 +89,12 @@ def side_range(a0: int, a1: int):
 
 
 @wp.func
-def contact_sides(shape_body: wp.array(dtype=wp.int32), body_art: wp.array(dtype=wp.int32), s0: int, s1: int):
+def contact_sides(shape_body: wp.array(dtype=wp.int32), tree: Tree, s0: int, s1: int):
     """(body 0, body 1, articulation of body 0, of body 1); -1 for the world or a body outside every tree."""
     b0 = shape_body[s0]
     b1 = shape_body[s1]
-    a0 = wp.where(b0 >= 0, body_art[wp.max(b0, 0)], -1)
-    a1 = wp.where(b1 >= 0, body_art[wp.max(b1, 0)], -1)
+    a0 = wp.where(b0 >= 0, tree.body_art[wp.max(b0, 0)], -1)
+    a1 = wp.where(b1 >= 0, tree.body_art[wp.max(b1, 0)], -1)
     return b0, b1, a0, a1
 
 
@@ -106,12 +102,7 @@ def contact_sides(shape_body: wp.array(dtype=wp.int32), body_art: wp.array(dtype
 def contact_jacobian_kernel(
     # Model:
     shapes: ShapeGeometry,
-    art_dof_start: wp.array(dtype=wp.int32),
-    art_mat_start: wp.array(dtype=wp.int32),
-    slot_end: wp.array(dtype=wp.int32),
-    dof_slot: wp.array(dtype=wp.int32),
-    body_slot: wp.array(dtype=wp.int32),
-    body_art: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     body_X: wp.array(dtype=wp.transform),
     art_ref: wp.array(dtype=wp.vec3),
@@ -131,7 +122,7 @@ def contact_jacobian_kernel(
     c = wp.tid()
     if c >= contacts.count[0]:
         return
-    b0, b1, a0, a1 = contact_sides(shapes.body, body_art, contacts.shape0[c], contacts.shape1[c])
+    b0, b1, a0, a1 = contact_sides(shapes.body, tree, contacts.shape0[c], contacts.shape1[c])
     if a0 < 0 and a1 < 0:
         return
     g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
@@ -144,15 +135,15 @@ def contact_jacobian_kernel(
     first, end = side_range(a0, a1)
     for k in range(first, end):
         a = wp.where(k == 0, a0, a1)
-        d0 = art_dof_start[a]
-        nd = art_dof_start[a + 1] - d0
-        m0 = art_mat_start[a]
+        d0 = tree.art_dof_start[a]
+        nd = tree.art_dof_start[a + 1] - d0
+        m0 = tree.art_mat_start[a]
         zb = (c * 2 + k) * max_dofs
         r = x - art_ref[a]
         for i in range(nd):
             for j in range(i):
                 wp.atomic_add(z_partial, zb + i, L0[m0 + i * nd + j] * z[zb + j])
-            jn = wp.dot(n, contact_column(slot_end, dof_slot, body_slot, dof_S, d0 + i, b0, b1, r))
+            jn = wp.dot(n, contact_column(tree, dof_S, d0 + i, b0, b1, r))
             zi = (jn - z_partial[zb + i]) / L0[m0 + i * nd + i]
             z[zb + i] = zi
             wp.atomic_add(inv_mass, c * 2 + k, zi * zi)
@@ -165,12 +156,7 @@ def contact_force_kernel(
     shapes: ShapeGeometry,
     shape_mu: wp.array(dtype=float),
     body_com: wp.array(dtype=wp.vec3),
-    art_dof_start: wp.array(dtype=wp.int32),
-    art_mat_start: wp.array(dtype=wp.int32),
-    slot_end: wp.array(dtype=wp.int32),
-    dof_slot: wp.array(dtype=wp.int32),
-    body_slot: wp.array(dtype=wp.int32),
-    body_art: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     body_X: wp.array(dtype=wp.transform),
     body_v: wp.array(dtype=wp.spatial_vector),
@@ -201,7 +187,7 @@ def contact_force_kernel(
         return
     s0 = contacts.shape0[c]
     s1 = contacts.shape1[c]
-    b0, b1, a0, a1 = contact_sides(shapes.body, body_art, s0, s1)
+    b0, b1, a0, a1 = contact_sides(shapes.body, tree, s0, s1)
     if a0 < 0 and a1 < 0:
         return
     g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
@@ -209,16 +195,16 @@ def contact_force_kernel(
         return
     x = 0.5 * (g.p0 + g.p1)
     n = g.normal
-    v_rel = (side_velocity(body_art, art_ref, body_v, body_X, body_qd_in, body_com, b0, x)
-             - side_velocity(body_art, art_ref, body_v, body_X, body_qd_in, body_com, b1, x))
+    v_rel = (side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b0, x)
+             - side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b1, x))
     vn = wp.dot(n, v_rel)
     vt = v_rel - n * vn
     first, end = side_range(a0, a1)
     for k in range(first, end):  # this contact's row of D summed over every touching contact: z . z_sum
         a = wp.where(k == 0, a0, a1)
-        d0 = art_dof_start[a]
+        d0 = tree.art_dof_start[a]
         zb = (c * 2 + k) * max_dofs
-        for i in range(art_dof_start[a + 1] - d0):
+        for i in range(tree.art_dof_start[a + 1] - d0):
             wp.atomic_add(row_sum, c, z[zb + i] * z_sum[d0 + i])
     # the contact's share of the mass it moves: its row of D summed over the touching contacts (its own
     # diagonal when the others pull the other way)
@@ -238,16 +224,16 @@ def contact_force_kernel(
     damping_t = dt * c_t
     for k2 in range(first, end):  # tau += J^T force, H += damping_n J_n^T J_n + damping_t J_t^T J_t
         a2 = wp.where(k2 == 0, a0, a1)
-        e0 = art_dof_start[a2]
-        ne = art_dof_start[a2 + 1] - e0
-        n0 = art_mat_start[a2]
+        e0 = tree.art_dof_start[a2]
+        ne = tree.art_dof_start[a2 + 1] - e0
+        n0 = tree.art_mat_start[a2]
         r2 = x - art_ref[a2]
         for ri in range(ne):
-            col_r = contact_column(slot_end, dof_slot, body_slot, dof_S, e0 + ri, b0, b1, r2)
+            col_r = contact_column(tree, dof_S, e0 + ri, b0, b1, r2)
             wp.atomic_add(tau, e0 + ri, wp.dot(col_r, force))
             jn_r = wp.dot(n, col_r)
             for ci in range(ne):
-                col_c = contact_column(slot_end, dof_slot, body_slot, dof_S, e0 + ci, b0, b1, r2)
+                col_c = contact_column(tree, dof_S, e0 + ci, b0, b1, r2)
                 jn_c = wp.dot(n, col_c)
                 wp.atomic_add(H, n0 + ri * ne + ci,
                               damping_n * jn_r * jn_c + damping_t * (wp.dot(col_r, col_c) - jn_r * jn_c))

@@ -27,9 +27,11 @@ first order in dt, like the rest of the step.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ...kinematics import JointTopology
 from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .kinematics import dof_count, joint_frame_child, joint_frame_parent, joint_transform, joint_axis_of
 from .spatial import quat_exp
+from .topology import Tree
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -47,10 +49,7 @@ def joint_forces_kernel(
     joint_damping: wp.array(dtype=float),
     joint_friction: wp.array(dtype=float),
     joint_effort_limit: wp.array(dtype=float),
-    slot_type: wp.array(dtype=wp.int32),
-    slot_q: wp.array(dtype=wp.int32),
-    dof_slot: wp.array(dtype=wp.int32),
-    dof_state: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
@@ -66,13 +65,13 @@ def joint_forces_kernel(
 ):
     """Per degree of freedom: the explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc)."""
     d = wp.tid()
-    js = dof_state[d]
+    js = tree.dof_state[d]
     if js < 0:  # a virtual free joint: no joint forces
         tau[d] = 0.0
         diag[d] = 0.0
         return
-    s = dof_slot[d]
-    t = slot_type[s]
+    s = tree.dof_slot[d]
+    t = tree.slot_type[s]
     v = qd[d]
     fric = joint_friction[js] / wp.sqrt(v * v + friction_eps * friction_eps)
     damping = joint_damping[js] + fric
@@ -80,7 +79,7 @@ def joint_forces_kernel(
     implicit = damping
     lim = joint_effort_limit[js]
     if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
-        x = q[slot_q[s]]
+        x = q[tree.slot_q[s]]
         ke = joint_target_ke[js]
         kd = joint_target_kd[js]
         effort = ke * (target_pos[js] - x - dt * v) + kd * (target_vel[js] - v) + joint_f[js]
@@ -109,15 +108,7 @@ def joint_forces_kernel(
 @wp.kernel
 def composite_kernel(
     # Model:
-    art_slot_start: wp.array(dtype=wp.int32),
-    art_dof_start: wp.array(dtype=wp.int32),
-    art_mat_start: wp.array(dtype=wp.int32),
-    slot_type: wp.array(dtype=wp.int32),
-    slot_parent: wp.array(dtype=wp.int32),
-    slot_child: wp.array(dtype=wp.int32),
-    slot_qd: wp.array(dtype=wp.int32),
-    slot_end: wp.array(dtype=wp.int32),
-    dof_slot: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     body_I: wp.array(dtype=wp.spatial_matrix),
     body_fb: wp.array(dtype=wp.spatial_vector),
@@ -136,32 +127,32 @@ def composite_kernel(
     H0 = M + diag (CRBA: M_rc = S_c . Ic_r S_r where c's joint is r's or an ancestor's); H = H0 too
     when ``with_contacts`` (the contacts add to H, and their effective masses come from H0)."""
     a = wp.tid()
-    s0 = art_slot_start[a]
-    s1 = art_slot_start[a + 1]
+    s0 = tree.art_slot_start[a]
+    s1 = tree.art_slot_start[a + 1]
     for s in range(s0, s1):
-        c = slot_child[s]
+        c = tree.slot_child[s]
         wp.atomic_add(body_Ic, c, body_I[c])
         wp.atomic_add(body_fsub, c, body_fb[c])
     for i in range(s1 - s0):
         sr = s1 - 1 - i
-        cr = slot_child[sr]
-        pr = slot_parent[sr]
+        cr = tree.slot_child[sr]
+        pr = tree.slot_parent[sr]
         if pr >= 0:
             wp.atomic_add(body_Ic, pr, body_Ic[cr])
             wp.atomic_add(body_fsub, pr, body_fsub[cr])
-        ds = slot_qd[sr]
-        for k in range(dof_count(slot_type[sr])):
+        ds = tree.slot_qd[sr]
+        for k in range(dof_count(tree.slot_type[sr])):
             bias[ds + k] = wp.dot(dof_S[ds + k], body_fsub[cr])
-    d0 = art_dof_start[a]
-    n = art_dof_start[a + 1] - d0
-    m0 = art_mat_start[a]
+    d0 = tree.art_dof_start[a]
+    n = tree.art_dof_start[a + 1] - d0
+    m0 = tree.art_mat_start[a]
     for r in range(n):
-        row_slot = dof_slot[d0 + r]
-        F = body_Ic[slot_child[row_slot]] * dof_S[d0 + r]
+        row_slot = tree.dof_slot[d0 + r]
+        F = body_Ic[tree.slot_child[row_slot]] * dof_S[d0 + r]
         for cc in range(r + 1):
-            col_slot = dof_slot[d0 + cc]
+            col_slot = tree.dof_slot[d0 + cc]
             entry = float(0.0)
-            if row_slot < slot_end[col_slot]:  # the column's joint is the row's or an ancestor's
+            if row_slot < tree.slot_end[col_slot]:  # the column's joint is the row's or an ancestor's
                 entry = wp.dot(dof_S[d0 + cc], F)
             h = entry + wp.where(cc == r, diag[d0 + r], 0.0)
             H0[m0 + r * n + cc] = h
@@ -174,17 +165,10 @@ def composite_kernel(
 @wp.kernel
 def advance_kernel(
     # Model:
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
+    joints: JointTopology,
     joint_velocity_limit: wp.array(dtype=float),
     body_com: wp.array(dtype=wp.vec3),
-    slot_joint: wp.array(dtype=wp.int32),
-    slot_type: wp.array(dtype=wp.int32),
-    slot_child: wp.array(dtype=wp.int32),
-    slot_q: wp.array(dtype=wp.int32),
-    slot_qd: wp.array(dtype=wp.int32),
-    dof_state: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
@@ -207,14 +191,14 @@ def advance_kernel(
     and q' is the new child joint frame.
     """
     s = wp.tid()
-    t = slot_type[s]
-    qs = slot_q[s]
-    ds = slot_qd[s]
+    t = tree.slot_type[s]
+    qs = tree.slot_q[s]
+    ds = tree.slot_qd[s]
     nd = dof_count(t)
     for k in range(6):
         if k < nd:
             v = qd[ds + k] + h_v * dv[ds + k]
-            js = dof_state[ds + k]
+            js = tree.dof_state[ds + k]
             if js >= 0 and clamp_velocity != 0:
                 lim = joint_velocity_limit[js]
                 v = wp.clamp(v, -lim, lim)
@@ -229,11 +213,11 @@ def advance_kernel(
         for k2 in range(4):
             q_next[qs + k2] = r[k2]
     elif t == JOINT_FREE:
-        j = slot_joint[s]
-        c = slot_child[s]
-        X_p = joint_frame_parent(joint_X_p, j)
-        X_c = joint_frame_child(joint_X_c, j)
-        body = X_p * joint_transform(t, joint_axis_of(joint_axis, j), q, qs) * wp.transform_inverse(X_c)
+        j = tree.slot_joint[s]
+        c = tree.slot_child[s]
+        X_p = joint_frame_parent(joints.X_p, j)
+        X_c = joint_frame_child(joints.X_c, j)
+        body = X_p * joint_transform(t, joint_axis_of(joints.axis, j), q, qs) * wp.transform_inverse(X_c)
         vel = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
                       wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
         w3 = wp.vec3(wp.where(use_new_velocity != 0, qd_next[ds + 3], u[ds + 3]),

@@ -22,8 +22,10 @@ the child's centre of mass and add ``(0, v_c x w)``.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ...kinematics import JointTopology
 from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .spatial import motion_cross_force, motion_cross_motion, point_velocity, quat_exp, spatial_inertia, wrench_at
+from .topology import Tree
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -100,35 +102,50 @@ def dof_count(t: int):
 
 
 @wp.func
-def art_reference(art_slot_start: wp.array(dtype=wp.int32), slot_joint: wp.array(dtype=wp.int32),
-                  slot_type: wp.array(dtype=wp.int32), slot_q: wp.array(dtype=wp.int32),
-                  joint_X_p: wp.array(dtype=wp.transform), joint_axis: wp.array(dtype=wp.vec3),
-                  q: wp.array(dtype=float), a: int):
+def slot_frames(joints: JointTopology, poses: wp.array(dtype=wp.transform), p: int, j: int, t: int,
+                q: wp.array(dtype=float), qs: int):
+    """World frames of a slot's joint at coordinates ``q[qs:]``: (X_wp, X_wc, pose) = the joint frame on the
+    parent, the joint frame on the child, and the child body's pose; ``poses[p]``: the parent's pose (p >= 0)."""
+    X_wp = joint_frame_parent(joints.X_p, j)
+    if p >= 0:
+        X_wp = poses[p] * X_wp
+    X_wc = X_wp * joint_transform(t, joint_axis_of(joints.axis, j), q, qs)
+    pose = X_wc * wp.transform_inverse(joint_frame_child(joints.X_c, j))
+    return X_wp, X_wc, pose
+
+
+@wp.func
+def joint_twist(t: int, axis_w: wp.vec3, origin: wp.vec3, rot_p: wp.quat, com: wp.vec3,
+                qd: wp.array(dtype=float), ds: int):
+    """S qd: the child's twist relative to its parent (world axes about p_ref)."""
+    v_joint = wp.spatial_vector()
+    nd = dof_count(t)
+    for k in range(6):
+        if k < nd:
+            v_joint = v_joint + motion_subspace(t, k, axis_w, origin, rot_p, com) * qd[ds + k]
+    return v_joint
+
+
+@wp.func
+def art_reference(joints: JointTopology, tree: Tree, q: wp.array(dtype=float), a: int):
     """p_ref of articulation ``a``: its root joint's child frame origin in world [m] (roots hang from the world)."""
-    s = art_slot_start[a]
-    j = slot_joint[s]
-    X = joint_frame_parent(joint_X_p, j) * joint_transform(slot_type[s], joint_axis_of(joint_axis, j), q, slot_q[s])
+    s = tree.art_slot_start[a]
+    j = tree.slot_joint[s]
+    X = joint_frame_parent(joints.X_p, j) * joint_transform(tree.slot_type[s], joint_axis_of(joints.axis, j), q,
+                                                             tree.slot_q[s])
     return wp.transform_get_translation(X)
 
 
 @wp.kernel
 def forward_kinematics_kernel(
     # Model:
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
+    joints: JointTopology,
     body_com: wp.array(dtype=wp.vec3),
     body_mass: wp.array(dtype=float),
     body_inertia: wp.array(dtype=wp.mat33),
     body_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
-    art_slot_start: wp.array(dtype=wp.int32),
-    slot_joint: wp.array(dtype=wp.int32),
-    slot_type: wp.array(dtype=wp.int32),
-    slot_parent: wp.array(dtype=wp.int32),
-    slot_child: wp.array(dtype=wp.int32),
-    slot_q: wp.array(dtype=wp.int32),
-    slot_qd: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
@@ -148,25 +165,20 @@ def forward_kinematics_kernel(
     f_ext is gravity and ``Control.body_f`` (force at the com, torque; world).
     """
     a = wp.tid()
-    p_ref = art_reference(art_slot_start, slot_joint, slot_type, slot_q, joint_X_p, joint_axis, q, a)
+    p_ref = art_reference(joints, tree, q, a)
     art_ref[a] = p_ref
-    for s in range(art_slot_start[a], art_slot_start[a + 1]):
-        j = slot_joint[s]
-        t = slot_type[s]
-        p = slot_parent[s]
-        c = slot_child[s]
-        qs = slot_q[s]
-        ds = slot_qd[s]
-        axis = joint_axis_of(joint_axis, j)
-        X_wp = joint_frame_parent(joint_X_p, j)
+    for s in range(tree.art_slot_start[a], tree.art_slot_start[a + 1]):
+        j = tree.slot_joint[s]
+        t = tree.slot_type[s]
+        p = tree.slot_parent[s]
+        c = tree.slot_child[s]
+        ds = tree.slot_qd[s]
+        X_wp, X_wc, pose = slot_frames(joints, body_X, p, j, t, q, tree.slot_q[s])
         v_parent = wp.spatial_vector()
         a_parent = wp.spatial_vector()
         if p >= 0:
-            X_wp = body_X[p] * X_wp
             v_parent = body_v[p]
             a_parent = body_a[p]
-        X_wc = X_wp * joint_transform(t, axis, q, qs)
-        pose = X_wc * wp.transform_inverse(joint_frame_child(joint_X_c, j))
         body_X[c] = pose
         rot = wp.transform_get_rotation(pose)
         com = wp.transform_point(pose, body_com[c]) - p_ref
@@ -174,7 +186,7 @@ def forward_kinematics_kernel(
         I6 = spatial_inertia(body_mass[c], inertia_w, com)
         body_I[c] = I6
         origin = wp.transform_get_translation(X_wc) - p_ref
-        axis_w = wp.transform_vector(X_wp, axis)
+        axis_w = wp.transform_vector(X_wp, joint_axis_of(joints.axis, j))
         rot_p = wp.transform_get_rotation(X_wp)
         nd = dof_count(t)
         v_joint = wp.spatial_vector()
@@ -200,17 +212,9 @@ def forward_kinematics_kernel(
 @wp.kernel
 def body_output_kernel(
     # Model:
-    joint_X_p: wp.array(dtype=wp.transform),
-    joint_X_c: wp.array(dtype=wp.transform),
-    joint_axis: wp.array(dtype=wp.vec3),
+    joints: JointTopology,
     body_com: wp.array(dtype=wp.vec3),
-    art_slot_start: wp.array(dtype=wp.int32),
-    slot_joint: wp.array(dtype=wp.int32),
-    slot_type: wp.array(dtype=wp.int32),
-    slot_parent: wp.array(dtype=wp.int32),
-    slot_child: wp.array(dtype=wp.int32),
-    slot_q: wp.array(dtype=wp.int32),
-    slot_qd: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
@@ -228,15 +232,15 @@ def body_output_kernel(
     state's jointed bodies from its own joint coordinates.
     """
     a = wp.tid()
-    s0 = art_slot_start[a]
+    s0 = tree.art_slot_start[a]
     p_ref = wp.vec3(0.0)
-    if from_state != 0 and slot_joint[s0] < 0:
-        p_ref = wp.transform_get_translation(body_q[slot_child[s0]])
+    if from_state != 0 and tree.slot_joint[s0] < 0:
+        p_ref = wp.transform_get_translation(body_q[tree.slot_child[s0]])
     else:
-        p_ref = art_reference(art_slot_start, slot_joint, slot_type, slot_q, joint_X_p, joint_axis, q, a)
-    for s in range(s0, art_slot_start[a + 1]):
-        j = slot_joint[s]
-        c = slot_child[s]
+        p_ref = art_reference(joints, tree, q, a)
+    for s in range(s0, tree.art_slot_start[a + 1]):
+        j = tree.slot_joint[s]
+        c = tree.slot_child[s]
         if j < 0 and from_state != 0:
             own = body_q[c]
             own_qd = body_qd[c]
@@ -245,27 +249,16 @@ def body_output_kernel(
             twist[c] = wp.spatial_vector(wp.spatial_bottom(own_qd),
                                          wp.spatial_top(own_qd) + wp.cross(own_com, wp.spatial_bottom(own_qd)))
         else:
-            t = slot_type[s]
-            p = slot_parent[s]
-            ds = slot_qd[s]
-            axis = joint_axis_of(joint_axis, j)
-            X_wp = joint_frame_parent(joint_X_p, j)
+            t = tree.slot_type[s]
+            p = tree.slot_parent[s]
+            X_wp, X_wc, pose = slot_frames(joints, body_q, p, j, t, q, tree.slot_q[s])
             v_parent = wp.spatial_vector()
             if p >= 0:
-                X_wp = body_q[p] * X_wp
                 v_parent = twist[p]
-            X_wc = X_wp * joint_transform(t, axis, q, slot_q[s])
-            pose = X_wc * wp.transform_inverse(joint_frame_child(joint_X_c, j))
             com = wp.transform_point(pose, body_com[c]) - p_ref
             origin = wp.transform_get_translation(X_wc) - p_ref
-            axis_w = wp.transform_vector(X_wp, axis)
-            rot_p = wp.transform_get_rotation(X_wp)
-            nd = dof_count(t)
-            v_joint = wp.spatial_vector()
-            for k in range(6):
-                if k < nd:
-                    v_joint = v_joint + motion_subspace(t, k, axis_w, origin, rot_p, com) * qd[ds + k]
-            v = v_parent + v_joint
+            axis_w = wp.transform_vector(X_wp, joint_axis_of(joints.axis, j))
+            v = v_parent + joint_twist(t, axis_w, origin, wp.transform_get_rotation(X_wp), com, qd, tree.slot_qd[s])
             twist[c] = v
             body_q[c] = pose
             body_qd[c] = wp.spatial_vector(point_velocity(v, com), wp.spatial_top(v))

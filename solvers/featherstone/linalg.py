@@ -21,6 +21,7 @@ not positive (a matrix that is not positive definite) gives NaN, which the solve
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from .topology import Tree
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -28,8 +29,7 @@ on_demand(__name__)  # backward code compiled once gradients are wanted
 @wp.kernel
 def cholesky_kernel(
     # Model:
-    art_dof_start: wp.array(dtype=wp.int32),
-    art_mat_start: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     A: wp.array(dtype=float),
     # Data out:
@@ -37,8 +37,8 @@ def cholesky_kernel(
     L: wp.array(dtype=float),  # its upper triangle stays as it was (zero)
 ):
     a = wp.tid()
-    n = art_dof_start[a + 1] - art_dof_start[a]
-    m0 = art_mat_start[a]
+    n = tree.art_dof_start[a + 1] - tree.art_dof_start[a]
+    m0 = tree.art_mat_start[a]
     for j in range(n):
         jj = m0 + j * n + j
         for k in range(j):
@@ -54,8 +54,7 @@ def cholesky_kernel(
 @wp.kernel
 def cholesky_solve_kernel(
     # Model:
-    art_dof_start: wp.array(dtype=wp.int32),
-    art_mat_start: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     L: wp.array(dtype=float),
     b_joint: wp.array(dtype=float),
@@ -71,9 +70,9 @@ def cholesky_solve_kernel(
 ):
     """x = (L L^T)^-1 b with b = dt (b_joint + b_contact - b_bias): the velocity change of the step."""
     a = wp.tid()
-    d0 = art_dof_start[a]
-    n = art_dof_start[a + 1] - d0
-    m0 = art_mat_start[a]
+    d0 = tree.art_dof_start[a]
+    n = tree.art_dof_start[a + 1] - d0
+    m0 = tree.art_mat_start[a]
     for i in range(n):
         for k in range(i):
             wp.atomic_add(partial_y, d0 + i, L[m0 + i * n + k] * y[d0 + k])
@@ -89,5 +88,5 @@ def cholesky_solve_kernel(
 def factor(topology, A, partial, L) -> None:
     """Stage: L with L L^T = A for every articulation (``partial`` must be zero)."""
     wp.launch(cholesky_kernel, dim=topology.articulation_count,
-              inputs=[topology.art_dof_start, topology.art_mat_start, A], outputs=[partial, L],
+              inputs=[topology.tree, A], outputs=[partial, L],
               device=A.device)

@@ -42,6 +42,7 @@ from ... import compile_ahead
 from ...autodiff.tape import gradients_if_recording
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
+from ...kinematics import joint_topology
 from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
@@ -205,9 +206,7 @@ class FeatherstoneSolver(SolverBase):
     def _body_outputs(self, q, qd, from_state: int, twist, state) -> None:
         m, topo = self.model, self.topology
         wp.launch(kinematics.body_output_kernel, dim=topo.articulation_count,
-                  inputs=[m.joint_X_p, m.joint_X_c, m.joint_axis, m.body_com, topo.art_slot_start, topo.slot_joint,
-                          topo.slot_type, topo.slot_parent, topo.slot_child, topo.slot_q, topo.slot_qd, q, qd,
-                          from_state],
+                  inputs=[joint_topology(m), m.body_com, topo.tree, q, qd, from_state],
                   outputs=[twist, state.body_q, state.body_qd], device=m.device)
 
     # ------------------------------------------------------------------ the step
@@ -286,9 +285,8 @@ class FeatherstoneSolver(SolverBase):
                  clamp: bool = True) -> None:
         m, topo = self.model, self.topology
         wp.launch(dynamics.advance_kernel, dim=topo.slot_count,
-                  inputs=[m.joint_X_p, m.joint_X_c, m.joint_axis, m.joint_velocity_limit, m.body_com, topo.slot_joint,
-                          topo.slot_type, topo.slot_child, topo.slot_q, topo.slot_qd, topo.dof_state, q, qd, dv, u,
-                          h_v, h_q, int(use_new_velocity), int(clamp)],
+                  inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u, h_v, h_q,
+                          int(use_new_velocity), int(clamp)],
                   outputs=[q_out, qd_out], device=m.device)
 
     def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,
@@ -300,25 +298,21 @@ class FeatherstoneSolver(SolverBase):
         model, topo, dev = self.model, self.topology, self.model.device
         body_f, target_pos, target_vel, joint_f = controls
         wp.launch(kinematics.forward_kinematics_kernel, dim=topo.articulation_count,
-                  inputs=[model.joint_X_p, model.joint_X_c, model.joint_axis, model.body_com, model.body_mass,
-                          model.body_inertia, model.body_world, model.gravity, topo.art_slot_start, topo.slot_joint,
-                          topo.slot_type, topo.slot_parent, topo.slot_child, topo.slot_q, topo.slot_qd, q, qd, body_f],
+                  inputs=[joint_topology(model), model.body_com, model.body_mass, model.body_inertia, model.body_world,
+                          model.gravity, topo.tree, q, qd, body_f],
                   outputs=[stage.art_ref, stage.body_X, stage.body_I, stage.body_v, stage.body_a, stage.body_fb,
                            stage.dof_S], device=dev)
         self._check("forward kinematics", body_X=stage.body_X, body_fb=stage.body_fb)
         wp.launch(dynamics.joint_forces_kernel, dim=topo.dof_count,
                   inputs=[model.joint_target_ke, model.joint_target_kd, model.joint_limit_lower,
                           model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd, model.joint_armature,
-                          model.joint_damping, model.joint_friction, model.joint_effort_limit, topo.slot_type,
-                          topo.slot_q, topo.dof_slot, topo.dof_state, q, qd, target_pos, target_vel, joint_f,
-                          self.joint_friction_smoothing, implicit_dt],
+                          model.joint_damping, model.joint_friction, model.joint_effort_limit, topo.tree, q, qd,
+                          target_pos, target_vel, joint_f, self.joint_friction_smoothing, implicit_dt],
                   outputs=[stage.tau_joint, stage.diag], device=dev)
         self._check("joint forces", tau_joint=stage.tau_joint, diag=stage.diag)
         with_contacts = stage.with_contacts
         wp.launch(dynamics.composite_kernel, dim=topo.articulation_count,
-                  inputs=[topo.art_slot_start, topo.art_dof_start, topo.art_mat_start, topo.slot_type,
-                          topo.slot_parent, topo.slot_child, topo.slot_qd, topo.slot_end, topo.dof_slot, stage.body_I,
-                          stage.body_fb, stage.dof_S, stage.diag, int(with_contacts)],
+                  inputs=[topo.tree, stage.body_I, stage.body_fb, stage.dof_S, stage.diag, int(with_contacts)],
                   outputs=[stage.body_Ic, stage.body_fsub, stage.bias, stage.H0, stage.H if with_contacts else stage.H0],
                   device=dev)
         linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
@@ -330,22 +324,20 @@ class FeatherstoneSolver(SolverBase):
             self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
             L = stage.L
         wp.launch(linalg.cholesky_solve_kernel, dim=topo.articulation_count,
-                  inputs=[topo.art_dof_start, topo.art_mat_start, L, stage.tau_joint, stage.tau_contact, stage.bias,
-                          solve_dt],
+                  inputs=[topo.tree, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt],
                   outputs=[stage.partial_y, stage.y, stage.partial_x, stage.dqd], device=dev)
 
     def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
         model, topo, dev = self.model, self.topology, self.model.device
         lists = [rigid_contacts(contacts)]  # the kernel structs of the contact lists and the shapes (kernel_args)
         shapes = [shape_geometry(model)]
-        tree = [topo.art_dof_start, topo.art_mat_start, topo.slot_end, topo.dof_slot, topo.body_slot, topo.body_art]
         max_dofs = max(topo.max_dofs, 1)
         wp.launch(contact_stage.contact_jacobian_kernel, dim=contacts.rigid_contact_max,
-                  inputs=[*shapes, *tree, stage.body_X, stage.art_ref, stage.dof_S, stage.L0, *lists,
+                  inputs=[*shapes, topo.tree, stage.body_X, stage.art_ref, stage.dof_S, stage.L0, *lists,
                           model.rigid_contact_margin, max_dofs],
                   outputs=[stage.z_partial, stage.z, stage.inv_mass, stage.z_sum], device=dev)
         wp.launch(contact_stage.contact_force_kernel, dim=contacts.rigid_contact_max,
-                  inputs=[*shapes, model.shape_material_mu, model.body_com, *tree, stage.body_X, stage.body_v,
+                  inputs=[*shapes, model.shape_material_mu, model.body_com, topo.tree, stage.body_X, stage.body_v,
                           state_in.body_qd, stage.art_ref, stage.dof_S, stage.z, stage.inv_mass, stage.z_sum, *lists,
                           model.rigid_contact_margin, self.contact_timeconst, self.contact_dampratio,
                           self.friction_smoothing, max_dofs, dt, wrench_weight],

@@ -32,6 +32,28 @@ from ...types import JOINT_COORDS, JOINT_FREE, JOINT_NAMES
 VIRTUAL = -1  # slot_joint of a virtual free joint
 
 
+@wp.struct
+class Tree:
+    """The joint trees as the solver's kernels read them: the index arrays of :class:`Topology` (not
+    differentiated; one struct argument instead of up to nine int32 arrays, which a kernel signature could
+    swap without Warp's type check noticing)."""
+
+    art_slot_start: wp.array(dtype=wp.int32)  # per articulation, + 1 at the end: its slots [start, next)
+    art_dof_start: wp.array(dtype=wp.int32)  # per articulation, + 1: its degrees of freedom [start, next)
+    art_mat_start: wp.array(dtype=wp.int32)  # per articulation, + 1: its dense n x n block of the mass matrix
+    slot_joint: wp.array(dtype=wp.int32)  # model joint of a slot (VIRTUAL: a free body's virtual free joint)
+    slot_type: wp.array(dtype=wp.int32)  # JOINT_* of a slot
+    slot_parent: wp.array(dtype=wp.int32)  # parent body (-1: world)
+    slot_child: wp.array(dtype=wp.int32)  # child body
+    slot_q: wp.array(dtype=wp.int32)  # first coordinate, + 1 at the end (solver order)
+    slot_qd: wp.array(dtype=wp.int32)  # first degree of freedom, + 1 at the end (solver order)
+    slot_end: wp.array(dtype=wp.int32)  # end of the slot's subtree: its descendants are [s + 1, slot_end[s])
+    dof_slot: wp.array(dtype=wp.int32)  # slot of a degree of freedom
+    dof_state: wp.array(dtype=wp.int32)  # its index in State.joint_qd and the per-dof model arrays (-1: virtual)
+    body_slot: wp.array(dtype=wp.int32)  # slot whose child a body is (-1: none)
+    body_art: wp.array(dtype=wp.int32)  # articulation of a body (-1: none)
+
+
 class Topology:
     """Slots, articulations and index maps of one model (host arrays ``*_np`` and their ``wp.array``s)."""
 
@@ -157,3 +179,6 @@ class Topology:
         self.body_slot = arr(slot_of_body)
         self.body_art = arr([slot_art[s] if s >= 0 else -1 for s in slot_of_body])
         self.kinematic = arr(self.kinematic_bodies)
+        self.tree = Tree()  # the same arrays, as the kernels take them
+        for name in Tree.vars:
+            setattr(self.tree, name, getattr(self, name))

@@ -64,6 +64,29 @@ class Progress:
         self.stream.flush()
 
 
+def optimize(evaluate, optimizer, iters: int, label: str, describe, schedule=None, quiet: bool = False):
+    """Gradient descent: ``iters`` times ``loss, *extras = evaluate()``, ``loss.backward()``, ``optimizer.step()``
+    (then ``schedule.step()``, if given), with a progress line ``describe(*extras)``. Returns the loss history
+    (ending with the loss after the last step) and that final evaluation's outputs, made without gradients."""
+    import torch
+
+    history = []
+    bar = Progress(iters, label, quiet=quiet)
+    for it in range(iters):
+        loss, *extras = evaluate()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if schedule is not None:
+            schedule.step()
+        history.append(loss.item())
+        bar.update(it, history[-1], describe(*extras))
+    with torch.no_grad():
+        final = evaluate()
+    history.append(final[0].item())
+    return history, final
+
+
 def save_loss_plot(history, path: str, title: str, ylabel: str = "loss"):
     """Save a log-scale loss curve as PNG; returns the path, or None when matplotlib is missing."""
     try:

@@ -23,7 +23,7 @@ import time
 import torch
 
 import inertia
-from _common import Progress, add_common_args, finish, init_warp, save_loss_plot, write_usd
+from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
 
 LINKS = (0.5, 0.4)  # link lengths [m]
 RADIUS = 0.04  # link radius [m]
@@ -85,18 +85,9 @@ def main(argv=None):
         miss = ((hand(out.body_q[-hold:]) - target) ** 2).sum(dim=-1).mean()
         return miss, miss, out
 
-    history = []
-    bar = Progress(args.iters, "arm_reach", quiet=args.quiet)
-    for it in range(args.iters):
-        loss, miss, _ = evaluate()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        history.append(loss.item())
-        bar.update(it, history[-1], f"miss {miss.item() ** 0.5 * 1000:6.1f} mm")
-    with torch.no_grad():
-        loss, miss, out = evaluate()
-    history.append(loss.item())
+    history, (loss, miss, out) = optimize(evaluate, optimizer, args.iters, "arm_reach",
+                                          lambda miss, _: f"miss {miss.item() ** 0.5 * 1000:6.1f} mm",
+                                          quiet=args.quiet)
 
     final_hand = hand(out.body_q[-1]).tolist()
     print(f"hand at {[round(v, 3) for v in final_hand]} m, target {list(args.target)} m, "

@@ -24,7 +24,7 @@ import time
 import torch
 
 import inertia
-from _common import Progress, add_common_args, finish, init_warp, save_loss_plot, write_usd
+from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
 
 START = (0.0, 0.0, 0.8)
 GRAVITY = 9.81
@@ -80,19 +80,9 @@ def main(argv=None):
         land = landing_point(q[-1, 0], qd[-1, 0], args.radius)
         return ((land - target) ** 2).sum(), land, q
 
-    history = []
-    bar = Progress(args.iters, "ball_bounce", quiet=args.quiet)
-    for it in range(args.iters):
-        loss, land, _ = evaluate()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        history.append(loss.item())
-        bar.update(it, history[-1], f"landing ({land[0]:.3f}, {land[1]:.3f})")
-    with torch.no_grad():
-        loss, land, q = evaluate()
-    history.append(loss.item())
+    history, (loss, land, q) = optimize(evaluate, optimizer, args.iters, "ball_bounce",
+                                        lambda land, _: f"landing ({land[0]:.3f}, {land[1]:.3f})", schedule,
+                                        quiet=args.quiet)
 
     # what the optimised throw did: it must touch the ground and the wall, and end in the air
     ball = q[:, 0].cpu()

@@ -20,7 +20,7 @@ import time
 import torch
 
 import inertia
-from _common import Progress, add_common_args, finish, init_warp, save_loss_plot, write_usd
+from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
 
 
 def build(cells: int, size: float, height: float, mu: float, device):
@@ -62,19 +62,9 @@ def main(argv=None):
         com = q[-1].mean(dim=0)  # equal particle masses: the centre of mass is the mean position
         return ((com[:2] - target) ** 2).sum(), com, q, qd
 
-    history = []
-    bar = Progress(args.iters, "cloth_throw", quiet=args.quiet)
-    for it in range(args.iters):
-        loss, com, _, _ = evaluate()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        history.append(loss.item())
-        bar.update(it, history[-1], f"com ({com[0]:.3f}, {com[1]:.3f}, {com[2]:.3f})")
-    with torch.no_grad():
-        loss, com, q, qd = evaluate()
-    history.append(loss.item())
+    history, (loss, com, q, qd) = optimize(evaluate, optimizer, args.iters, "cloth_throw",
+                                           lambda com, *_: f"com ({com[0]:.3f}, {com[1]:.3f}, {com[2]:.3f})",
+                                           schedule, quiet=args.quiet)
 
     v = velocities.detach()
     speed_end = float(qd[-1].norm(dim=1).max())

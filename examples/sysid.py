@@ -22,7 +22,7 @@ import time
 import torch
 
 import inertia
-from _common import Progress, add_common_args, finish, init_warp, save_loss_plot, write_usd
+from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
 
 RADIUS, BOB_MASS, GROUND_KE = 0.05, 0.1, 1.0e4
 
@@ -77,19 +77,9 @@ def main(argv=None):
         q = simulate(log_ke.exp(), log_mu.exp())
         return ((q - observed) ** 2).sum(dim=-1).mean(), q
 
-    history = []
-    bar = Progress(args.iters, "sysid", quiet=args.quiet)
-    for it in range(args.iters):
-        loss, _ = evaluate()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        history.append(loss.item())
-        bar.update(it, history[-1], f"ke {log_ke.exp().item():7.3f}  mu {log_mu.exp().item():.4f}")
-    with torch.no_grad():
-        loss, q = evaluate()
-    history.append(loss.item())
+    history, (loss, q) = optimize(evaluate, optimizer, args.iters, "sysid",
+                                  lambda _: f"ke {log_ke.exp().item():7.3f}  mu {log_mu.exp().item():.4f}", schedule,
+                                  quiet=args.quiet)
 
     ke, mu = log_ke.exp().item(), log_mu.exp().item()
     print(f"stiffness: true {args.true_ke:.4g} N/m, guess {args.guess_ke:.4g}, recovered {ke:.4g} "

@@ -359,6 +359,63 @@ def body_loss_kernel(q: wp.array(dtype=wp.transform), qd: wp.array(dtype=wp.spat
     wp.atomic_add(out, 0, acc)
 
 
+class StepRollout:
+    """``steps`` (collide +) solver steps, one State per step, re-runnable for :func:`check_gradient`.
+
+    A subclass gives the loss twice: ``host_loss(last_state) -> float`` (float64 on the host, for the
+    finite differences) and ``record_loss(last_state, out)`` (launches the same loss into ``out`` on the
+    tape). The finite differences replay the forward pass from a graph captured at the first ``loss()``
+    (the same kernels on the same buffers, checked bitwise against the plain loop there): a check
+    evaluates the loss ~40 times per input, and a plain loop spends milliseconds a step launching kernels.
+    """
+
+    def __init__(self, model, steps: int, dt: float, solver, contacts: bool = True):
+        self.model, self.steps, self.dt, self.solver = model, steps, dt, solver
+        self.states = [model.state() for _ in range(steps + 1)]
+        self.control = model.control()
+        self.contacts = model.contacts() if contacts else None
+        self.tape, self.graph = None, None
+
+    def host_loss(self, last) -> float:
+        raise NotImplementedError
+
+    def record_loss(self, last, out) -> None:
+        raise NotImplementedError
+
+    def _run(self, check_overflow=True):
+        for t in range(self.steps):
+            if self.contacts is not None:
+                self.model.collide(self.states[t], self.contacts, check_overflow=check_overflow)
+            self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
+
+    def loss(self) -> float:
+        if self.graph is None:
+            self._run()  # plain first: per-state buffers allocated, modules loaded, overflow checked
+            plain = self.host_loss(self.states[-1])
+            with wp.ScopedCapture(device=self.model.device) as cap:
+                self._run(check_overflow=False)
+            self.graph = cap.graph
+            wp.capture_launch(self.graph)
+            assert self.host_loss(self.states[-1]) == plain, "the captured forward must replay the plain loop bitwise"
+        else:
+            wp.capture_launch(self.graph)
+        return self.host_loss(self.states[-1])
+
+    def backward(self) -> float:
+        if self.tape is not None:  # the previous backward's gradients (intermediate states, model arrays)
+            self.tape.zero()
+        out = wp.zeros(1, dtype=float, device=self.model.device, requires_grad=True)
+        self.tape = wp.Tape()
+        with self.tape:
+            self._run()
+            self.record_loss(self.states[-1], out)
+        self.tape.backward(loss=out)
+        return float(out.numpy()[0])
+
+    def problem(self, **arrays) -> TapeProblem:
+        return TapeProblem(arrays, self.loss, self.backward)
+
+
 # ----------------------------------------------------------------------------- particle rollouts
 @wp.kernel
 def weighted_sum_kernel(

@@ -23,7 +23,7 @@ import pytest
 import warp as wp
 
 from conftest import DEVICE
-from gradcheck import Input, TapeProblem, TorchProblem, check_gradient
+from gradcheck import Input, StepRollout, TorchProblem, check_gradient
 
 import inertia
 from test_featherstone_models import a1_builder, kuka_builder
@@ -85,13 +85,13 @@ def pose_loss_kernel(body_q: wp.array(dtype=wp.transform), w: wp.array(dtype=wp.
     wp.atomic_add(out, 0, wp.dot(wp.transform_get_translation(body_q[i]), w[i]))
 
 
-class JointRollout:
-    """``steps`` collide + step calls with one State per step; loss = random weights . (final joint_q,
-    joint_qd, body positions). Finite differences replay a graph captured from the plain loop (checked
-    bitwise there): a check evaluates the loss ~40 times per input."""
+class JointRollout(StepRollout):
+    """``steps`` collide + step calls (FeatherstoneSolver by default); loss = random weights . (final joint_q,
+    joint_qd, body positions)."""
 
     def __init__(self, model, steps, dt, solver=None, contacts=True, seed=0, body_weight=1.0):
-        self.model, self.steps, self.dt = model, steps, dt
+        super().__init__(model, steps, dt, solver if solver is not None else inertia.FeatherstoneSolver(model),
+                         contacts)
         rng = np.random.default_rng(seed)
         nq, nv, nb = model.joint_coord_count, model.joint_dof_count, model.body_count
         self.wq_np = rng.uniform(-1, 1, max(nq, 1))
@@ -100,59 +100,22 @@ class JointRollout:
         self.wq, self.wqd = (wp.array(a.astype(np.float32), dtype=float, device=DEVICE)
                              for a in (self.wq_np, self.wqd_np))
         self.wb = wp.array(self.wb_np.astype(np.float32), dtype=wp.vec3, device=DEVICE)
-        self.solver = solver if solver is not None else inertia.FeatherstoneSolver(model)
-        self.states = [model.state() for _ in range(steps + 1)]
-        self.control = model.control()
-        self.contacts = model.contacts() if contacts else None
-        self.tape, self.graph = None, None
 
     def _run(self, check_overflow=True):
         self.solver.sync_bodies(self.states[0])  # joint_q0 may have been edited: collision sees the poses
-        for t in range(self.steps):
-            if self.contacts is not None:
-                self.model.collide(self.states[t], self.contacts, check_overflow=check_overflow)
-            self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
+        super()._run(check_overflow)
 
-    def loss(self) -> float:
-        if self.graph is None:
-            self._run()
-            plain = self._final_loss()
-            with wp.ScopedCapture(device=DEVICE) as cap:
-                self._run(check_overflow=False)
-            self.graph = cap.graph
-            wp.capture_launch(self.graph)
-            assert self._final_loss() == plain, "the captured forward must replay the plain loop bitwise"
-        else:
-            wp.capture_launch(self.graph)
-        return self._final_loss()
-
-    def _final_loss(self) -> float:
-        last = self.states[-1]
+    def host_loss(self, last) -> float:
         m = self.model
         out = float(np.sum(last.joint_q.numpy().astype(np.float64) * self.wq_np[:m.joint_coord_count]))
         out += float(np.sum(last.joint_qd.numpy().astype(np.float64) * self.wqd_np[:m.joint_dof_count]))
         return out + float(np.sum(last.body_q.numpy()[:, :3].astype(np.float64) * self.wb_np))
 
-    def backward(self) -> float:
-        if self.tape is not None:
-            self.tape.zero()
-        loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
-        tape = wp.Tape()
-        with tape:
-            self._run()
-            self._record_loss(self.states[-1], loss)
-        tape.backward(loss)
-        self.tape = tape
-        return float(loss.numpy()[0])
-
-    def _record_loss(self, last, loss) -> None:
+    def record_loss(self, last, out) -> None:
         m = self.model
         wp.launch(joint_loss_kernel, dim=max(m.joint_coord_count, m.joint_dof_count, 1),
-                  inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
-        wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[loss], device=DEVICE)
-
-    def problem(self, **arrays) -> TapeProblem:
-        return TapeProblem(arrays, self.loss, self.backward)
+                  inputs=[last.joint_q, last.joint_qd, self.wq, self.wqd], outputs=[out], device=DEVICE)
+        wp.launch(pose_loss_kernel, dim=m.body_count, inputs=[last.body_q, self.wb], outputs=[out], device=DEVICE)
 
 
 def test_the_access_check_is_live(capfd):
@@ -360,15 +323,14 @@ class PaddleRollout(JointRollout):
         self.wx, self.wv = (wp.array(a.astype(np.float32), dtype=wp.vec3, device=DEVICE)
                             for a in (self.wx_np, self.wv_np))
 
-    def _final_loss(self) -> float:
-        last = self.states[-1]
-        return (super()._final_loss() + float(np.sum(last.particle_q.numpy().astype(np.float64) * self.wx_np))
+    def host_loss(self, last) -> float:
+        return (super().host_loss(last) + float(np.sum(last.particle_q.numpy().astype(np.float64) * self.wx_np))
                 + float(np.sum(last.particle_qd.numpy().astype(np.float64) * self.wv_np)))
 
-    def _record_loss(self, last, loss) -> None:
-        super()._record_loss(last, loss)
+    def record_loss(self, last, out) -> None:
+        super().record_loss(last, out)
         wp.launch(particle_loss_kernel, dim=self.model.particle_count,
-                  inputs=[last.particle_q, last.particle_qd, self.wx, self.wv], outputs=[loss], device=DEVICE)
+                  inputs=[last.particle_q, last.particle_qd, self.wx, self.wv], outputs=[out], device=DEVICE)
 
 
 def test_gradients_of_a_paddle_carrying_particles(verify_access):

@@ -30,32 +30,11 @@ import pytest
 import warp as wp
 
 from conftest import DEVICE
-from gradcheck import Input, TapeProblem, check_gradient
+from gradcheck import Input, StepRollout, body_loss_kernel, check_gradient
 
 import inertia
 
 G = 9.81
-
-
-@wp.kernel
-def body_loss_kernel(
-    q: wp.array(dtype=wp.transform),
-    qd: wp.array(dtype=wp.spatial_vector),
-    wq: wp.array2d(dtype=float),
-    wqd: wp.array2d(dtype=float),
-    out: wp.array(dtype=float),
-):
-    i = wp.tid()
-    p = wp.transform_get_translation(q[i])
-    r = wp.transform_get_rotation(q[i])
-    s = float(0.0)
-    for k in range(3):
-        s += wq[i, k] * p[k]
-    for k in range(4):
-        s += wq[i, 3 + k] * r[k]
-    for k in range(6):
-        s += wqd[i, k] * qd[i][k]
-    wp.atomic_add(out, 0, s)
 
 
 @wp.kernel
@@ -68,48 +47,21 @@ def particle_loss_kernel(q: wp.array(dtype=wp.vec3), qd: wp.array(dtype=wp.vec3)
     wp.atomic_add(out, 0, s)
 
 
-class BodyRollout:
-    """``steps`` collide + step calls, one State per step; loss = random weights . final (body_q, body_qd, particles).
-
-    The finite differences replay the forward pass from a graph captured at the first ``loss()`` (the same
-    kernels on the same buffers, checked bitwise against the plain loop there): a check evaluates the loss
-    ~40 times per input, and the plain loop spends most of its time launching kernels from Python.
-    """
+class BodyRollout(StepRollout):
+    """``steps`` collide + step calls of the SemiImplicitSolver; loss = random weights . final (body_q, body_qd,
+    particles)."""
 
     def __init__(self, model, steps, dt, seed=0):
-        self.model, self.steps, self.dt = model, steps, dt
+        super().__init__(model, steps, dt, inertia.SemiImplicitSolver(model))
         rng = np.random.default_rng(seed)
         nb, n = model.body_count, max(model.particle_count, 1)
         self.wq_np, self.wqd_np = rng.uniform(-1, 1, (nb, 7)), rng.uniform(-1, 1, (nb, 6))
         self.wp_np = rng.uniform(-1, 1, (n, 6))
-        self.wq, self.wqd, self.wp = (wp.array(a.astype(np.float32), dtype=float, device=DEVICE)
-                                      for a in (self.wq_np, self.wqd_np, self.wp_np))
-        self.states = [model.state() for _ in range(steps + 1)]
-        self.control = model.control()
-        self.contacts = model.contacts()
-        self.solver = inertia.SemiImplicitSolver(model)
-        self.tape, self.graph = None, None
+        self.wq, self.wqd = (wp.array(a.ravel().astype(np.float32), dtype=float, device=DEVICE)
+                             for a in (self.wq_np, self.wqd_np))  # body_loss_kernel takes flat rows of 7 and 6
+        self.wp = wp.array(self.wp_np.astype(np.float32), dtype=float, device=DEVICE)
 
-    def _run(self, check_overflow=True):
-        for t in range(self.steps):
-            self.model.collide(self.states[t], self.contacts, check_overflow=check_overflow)
-            self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
-
-    def loss(self) -> float:
-        if self.graph is None:
-            self._run()  # plain first: per-state buffers allocated, modules loaded, overflow checked
-            plain = self._final_loss()
-            with wp.ScopedCapture(device=DEVICE) as cap:
-                self._run(check_overflow=False)
-            self.graph = cap.graph
-            wp.capture_launch(self.graph)
-            assert self._final_loss() == plain, "the captured forward must replay the plain loop bitwise"
-        else:
-            wp.capture_launch(self.graph)
-        return self._final_loss()
-
-    def _final_loss(self) -> float:
-        last = self.states[-1]
+    def host_loss(self, last) -> float:
         q, qd = last.body_q.numpy().astype(np.float64), last.body_qd.numpy().astype(np.float64)
         out = float(np.sum(q * self.wq_np) + np.sum(qd * self.wqd_np))
         if self.model.particle_count:
@@ -117,26 +69,12 @@ class BodyRollout:
             out += float(np.sum(x * self.wp_np))
         return out
 
-    def backward(self) -> float:
-        if self.tape is not None:  # the previous backward's gradients (intermediate states, model arrays)
-            self.tape.zero()
-        loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
-        tape = wp.Tape()
-        with tape:
-            self._run()
-            last = self.states[-1]
-            wp.launch(body_loss_kernel, dim=self.model.body_count,
-                      inputs=[last.body_q, last.body_qd, self.wq, self.wqd], outputs=[loss], device=DEVICE)
-            if self.model.particle_count:
-                wp.launch(particle_loss_kernel, dim=self.model.particle_count,
-                          inputs=[last.particle_q, last.particle_qd, self.wp], outputs=[loss], device=DEVICE)
-        tape.backward(loss)
-        self.tape = tape
-        return float(loss.numpy()[0])
-
-    def problem(self, **arrays) -> TapeProblem:
-        return TapeProblem(arrays, self.loss, self.backward)
-
+    def record_loss(self, last, out) -> None:
+        wp.launch(body_loss_kernel, dim=self.model.body_count, inputs=[last.body_q, last.body_qd, self.wq, self.wqd],
+                  outputs=[out], device=DEVICE)
+        if self.model.particle_count:
+            wp.launch(particle_loss_kernel, dim=self.model.particle_count,
+                      inputs=[last.particle_q, last.particle_qd, self.wp], outputs=[out], device=DEVICE)
 
 def smoothed_rest_depth(load, ke, h):
     """Depth [m] at which a smoothed contact (h > 0) carries ``load`` [N]: h ln(exp(load / (ke h)) - 1)."""

@@ -17,7 +17,7 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE
-from gradcheck import Input, TapeProblem, body_loss_kernel, check_gradient
+from gradcheck import Input, StepRollout, body_loss_kernel, check_gradient
 from test_rigid_xpbd import Sim, rotate
 
 G = 9.81
@@ -159,21 +159,33 @@ def test_joint_torque_spins_a_hinge_up_at_tau_over_i():
 
 
 # ------------------------------------------------------------------ gradients
-class XPBDRollout:
-    """``steps`` (collide +) XPBD steps, one State per step, re-runnable for :func:`check_gradient`.
+def slide_and_swing_model(smoothing: float = 0.0):
+    """A 20 cm box sliding on the ground at 1 m/s (4 corner contacts, mu 0.3) beside a pendulum bar on a PD
+    drive (target_ke 2 N m/rad, target_kd 0.05 N m s/rad); bodies 0 (box) and 1 (bar); requires_grad."""
+    b = inertia.ModelBuilder(gravity=-G)
+    b.contact_smoothing = smoothing
+    b.add_ground_plane(mu=0.3)
+    box = b.add_body(xform=((-0.04, 0.0, 0.1), (0, 0, 0, 1)), linear_velocity=(1.0, 0.2, 0.0))
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=100.0, mu=0.3)
+    bar = b.add_body(xform=((0.25, 0.0, 1.0), (0, 0, 0, 1)))
+    b.add_shape_box(bar, hx=0.25, hy=0.02, hz=0.02)
+    b.add_joint_revolute(-1, bar, parent_xform=((0.0, 0.0, 1.0), (0, 0, 0, 1)),
+                         child_xform=((-0.25, 0.0, 0.0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=2.0,
+                         target_kd=0.05)
+    return b.finalize(device=DEVICE, requires_grad=True)
+
+
+class XPBDRollout(StepRollout):
+    """``steps`` (collide +) XPBD steps, re-runnable for :func:`check_gradient`.
 
     The loss is ``wq . body_q_T + wqd . body_qd_T`` (one row of 7 and of 6 weights per body), summed in
     float64 on the host for the finite differences and by ``body_loss_kernel`` on the tape; or, with
     ``loss=(host, device)``, ``host(final state) -> float`` and ``device(final state, out)`` that launches the
     same loss into ``out`` on the tape.
-
-    The finite differences replay the forward pass from a graph captured at the first ``loss()`` (the same
-    kernels on the same buffers, checked bitwise against the plain loop there): a check evaluates the loss
-    ~40 times per input, and the plain loop spends ~3 ms a step launching kernels from Python.
     """
 
     def __init__(self, model, steps, dt, wq=None, wqd=None, loss=None, collide=True, iterations=4):
-        self.model, self.steps, self.dt = model, steps, dt
+        super().__init__(model, steps, dt, inertia.XPBDSolver(model, iterations=iterations), collide)
         if loss is None:
             wq, wqd = np.asarray(wq, np.float64).reshape(-1, 7), np.asarray(wqd, np.float64).reshape(-1, 6)
             wq32, wqd32 = (wp.array(w.ravel().astype(np.float32), dtype=float, device=DEVICE) for w in (wq, wqd))
@@ -187,44 +199,7 @@ class XPBDRollout:
                           outputs=[out], device=DEVICE)
 
             loss = (host, device)
-        self.host_loss, self.device_loss = loss
-        self.states = [model.state() for _ in range(steps + 1)]
-        self.control = model.control()
-        self.contacts = model.contacts() if collide else None
-        self.solver = inertia.XPBDSolver(model, iterations=iterations)
-        self.tape, self.graph = None, None
-
-    def _run(self, check_overflow=True):
-        for t in range(self.steps):
-            if self.contacts is not None:
-                self.model.collide(self.states[t], self.contacts, check_overflow=check_overflow)
-            self.solver.step(self.states[t], self.states[t + 1], self.control, self.contacts, self.dt)
-
-    def loss(self) -> float:
-        if self.graph is None:
-            self._run()  # plain first: per-state buffers allocated, modules loaded, overflow checked
-            plain = self.host_loss(self.states[-1])
-            with wp.ScopedCapture(device=DEVICE) as cap:
-                self._run(check_overflow=False)
-            self.graph = cap.graph
-            wp.capture_launch(self.graph)
-            assert self.host_loss(self.states[-1]) == plain, "the captured forward must replay the plain loop bitwise"
-        else:
-            wp.capture_launch(self.graph)
-        return self.host_loss(self.states[-1])
-
-    def backward(self):
-        if self.tape is not None:  # the previous backward's gradients (intermediate states, model arrays)
-            self.tape.zero()
-        out = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
-        self.tape = wp.Tape()
-        with self.tape:
-            self._run()
-            self.device_loss(self.states[-1], out)
-        self.tape.backward(loss=out)
-
-    def problem(self, **arrays) -> TapeProblem:
-        return TapeProblem(arrays, self.loss, self.backward)
+        self.host_loss, self.record_loss = loss
 
 
 def test_gradients_through_contact_and_joints_match_central_differences():
@@ -238,16 +213,8 @@ def test_gradients_through_contact_and_joints_match_central_differences():
     (at |x| ~ 1 m a velocity change below 3e-5 m/s per step at dt = 1/480 rounds away), which makes
     central differences a staircase there.
     """
-    b = inertia.ModelBuilder(gravity=-G)
-    b.add_ground_plane(mu=0.3)
-    box = b.add_body(xform=((-0.04, 0.0, 0.1), (0, 0, 0, 1)), linear_velocity=(1.0, 0.2, 0.0))
-    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=100.0, mu=0.3)
-    bar = b.add_body(xform=((0.25, 0.0, 1.0), (0, 0, 0, 1)))
-    b.add_shape_box(bar, hx=0.25, hy=0.02, hz=0.02)
-    b.add_joint_revolute(-1, bar, parent_xform=((0.0, 0.0, 1.0), (0, 0, 0, 1)),
-                         child_xform=((-0.25, 0.0, 0.0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=2.0,
-                         target_kd=0.05)
-    model = b.finalize(device=DEVICE, requires_grad=True)
+    model = slide_and_swing_model()
+    box = 0
     rng = np.random.default_rng(7)
     wq, wqd = rng.uniform(-1, 1, (2, 7)), rng.uniform(-1, 1, (2, 6))
     wqd[box, 0] = 2.0  # weigh the box's final velocity along its slide: the friction coefficient shows there

@@ -178,17 +178,9 @@ def test_bad_body_inputs_are_refused_clearly():
 
 def slide_and_swing(smoothing=0.0):
     """A box sliding on the ground (4 corner contacts, sliding throughout) beside a pendulum on a PD drive."""
-    b = inertia.ModelBuilder()
-    b.contact_smoothing = smoothing
-    b.add_ground_plane(mu=0.3)
-    box = b.add_body(xform=((-0.04, 0.0, 0.1), (0, 0, 0, 1)), linear_velocity=(1.0, 0.2, 0.0))
-    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=100.0, mu=0.3)
-    bar = b.add_body(xform=((0.25, 0.0, 1.0), (0, 0, 0, 1)))
-    b.add_shape_box(bar, hx=0.25, hy=0.02, hz=0.02)
-    b.add_joint_revolute(-1, bar, parent_xform=((0.0, 0.0, 1.0), (0, 0, 0, 1)),
-                         child_xform=((-0.25, 0.0, 0.0), (0, 0, 0, 1)), axis=(0, 1, 0), target_ke=2.0,
-                         target_kd=0.05)
-    model = b.finalize(device=DEVICE, requires_grad=True)
+    from test_rigid_xpbd_joints import slide_and_swing_model
+
+    model = slide_and_swing_model(smoothing)
     state = model.state()
     inertia.eval_fk(model, np.array([1.2], np.float32), np.array([0.5], np.float32), state)
     return model, torch.tensor(state.body_q.numpy()), torch.tensor(state.body_qd.numpy())

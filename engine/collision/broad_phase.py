@@ -332,6 +332,15 @@ def aabb_gap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
     return wp.max(wp.max(g[0], g[1]), g[2])
 
 
+@wp.func
+def pair_if_overlapping(f: ShapeFilter, sweep: SortedBounds, a: int, lo: wp.vec3, hi: wp.vec3, b: int,
+                        overflow: Overflow, out: PairList):
+    """Keep the pair (a, b) when b's AABB overlaps a's (``lo``, ``hi``) and the filters pass."""
+    if aabbs_overlap(lo, hi, sweep.aabb_lower[b], sweep.aabb_upper[b]):
+        if shapes_may_collide(f, a, b):
+            append_pair(out, overflow, a, b, aabb_gap(lo, hi, sweep.aabb_lower[b], sweep.aabb_upper[b]))
+
+
 @wp.kernel
 def sweep_kernel(
     # Model:
@@ -350,14 +359,12 @@ def sweep_kernel(
         return
     keys = sweep.keys
     values = sweep.values
-    aabb_lower = sweep.aabb_lower
-    aabb_upper = sweep.aabb_upper
     key = keys[i]
     if key >= NOT_SWEPT:
         return
     a = values[i]
-    lo = aabb_lower[a]
-    hi = aabb_upper[a]
+    lo = sweep.aabb_lower[a]
+    hi = sweep.aabb_upper[a]
     # same segment (world), later in the sort: a later lower bound beyond our upper bound ends the sweep;
     # the next segment's keys are all larger than ours, so it ends there too
     stop = sweep.upper_keys[a]
@@ -365,10 +372,7 @@ def sweep_kernel(
     while j < n:
         if keys[j] > stop:
             break
-        b = values[j]
-        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
-            if shapes_may_collide(f, a, b):
-                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
+        pair_if_overlapping(f, sweep, a, lo, hi, values[j], overflow, out)
         j += 1
     if (key >> SEGMENT_BITS) == wp.int64(0):
         return
@@ -380,10 +384,7 @@ def sweep_kernel(
     while j >= 0:
         if running_upper[j] < lo[axis]:
             break
-        b = values[j]
-        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
-            if shapes_may_collide(f, a, b):
-                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
+        pair_if_overlapping(f, sweep, a, lo, hi, values[j], overflow, out)
         j -= 1
 
 

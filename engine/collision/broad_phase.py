@@ -388,6 +388,17 @@ def sweep_kernel(
         j -= 1
 
 
+@wp.struct
+class PlanesByWorld:
+    """The plane shapes grouped by world + 1 (a CSR; row 0: the shared planes), of the model's ShapeBroadPhase."""
+
+    offsets: wp.array(dtype=wp.int32)  # row r: planes[offsets[r]:offsets[r + 1]]
+    planes: wp.array(dtype=wp.int32)
+
+
+planes_by_world = ArgBundle(PlanesByWorld, offsets="plane_offsets")
+
+
 @wp.func
 def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, sweep: SortedBounds, s: int, p: int, overflow: Overflow,
                out: PairList):
@@ -410,9 +421,8 @@ def plane_pairs_kernel(
     # Model:
     shapes: ShapeGeometry,
     f: ShapeFilter,
+    planes: PlanesByWorld,
     # Data in:
-    plane_offsets: wp.array(dtype=wp.int32),
-    planes: wp.array(dtype=wp.int32),
     sweep: SortedBounds,
     # In:
     overflow: Overflow,
@@ -423,12 +433,12 @@ def plane_pairs_kernel(
     s = wp.tid()
     if shapes.type[s] == GEO_PLANE or overflow_idle(overflow, out.count, out.capacity):
         return
-    for k in range(plane_offsets[0], plane_offsets[1]):
-        plane_pair(shapes, f, sweep, s, planes[k], overflow, out)
+    for k in range(planes.offsets[0], planes.offsets[1]):
+        plane_pair(shapes, f, sweep, s, planes.planes[k], overflow, out)
     w = f.shape_world[s] + 1
     if w > 0:
-        for k in range(plane_offsets[w], plane_offsets[w + 1]):
-            plane_pair(shapes, f, sweep, s, planes[k], overflow, out)
+        for k in range(planes.offsets[w], planes.offsets[w + 1]):
+            plane_pair(shapes, f, sweep, s, planes.planes[k], overflow, out)
 
 
 class ShapeBroadPhase:
@@ -538,7 +548,7 @@ def detect_shape_pairs(model, state, contacts) -> None:
     def emit(overflow):
         if bp.plane_count:
             wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
-                      inputs=[shapes, keep, bp.plane_offsets, bp.planes, sweep, overflow], outputs=[out])
+                      inputs=[shapes, keep, planes_by_world(bp), sweep, overflow], outputs=[out])
         wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
                   inputs=[keep, sweep, bp.running_upper, n, overflow], outputs=[out])
 

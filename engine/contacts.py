@@ -15,6 +15,7 @@ import numpy as np
 import warp as wp
 
 from .diagnostics import NonFiniteWarning, warn
+from .kernel_args import ArgBundle
 from .signed import Signed
 
 # the status kernels count integers and are launched off the tape: no adjoint kernels to compile
@@ -29,17 +30,29 @@ STATUS_SIZE = 10
 NO_NONFINITE = 2147483647
 
 
+@wp.struct
+class ContactCounts:
+    """The four requested-count counters of a :class:`Contacts` (``wp.array(int32, 1)`` each), in ``STATUS_COUNTS``
+    order."""
+
+    soft_contact_count: wp.array(dtype=wp.int32)
+    particle_pair_count: wp.array(dtype=wp.int32)
+    rigid_pair_count: wp.array(dtype=wp.int32)
+    rigid_contact_count: wp.array(dtype=wp.int32)
+
+
+contact_counts = ArgBundle(ContactCounts)  # of a Contacts
+
+
 @wp.kernel
 def record_peak_counts(
-    # In:
-    soft_count: wp.array(dtype=wp.int32),
-    pair_count: wp.array(dtype=wp.int32),
-    rigid_pair_count: wp.array(dtype=wp.int32),
-    rigid_contact_count: wp.array(dtype=wp.int32),
+    # Data in:
+    c: ContactCounts,
     # Data out:
     status: wp.array(dtype=wp.int32),
 ):
-    counts = wp.vec4i(soft_count[0], pair_count[0], rigid_pair_count[0], rigid_contact_count[0])
+    counts = wp.vec4i(c.soft_contact_count[0], c.particle_pair_count[0], c.rigid_pair_count[0],
+                      c.rigid_contact_count[0])
     for k in range(4):
         status[STATUS_COUNTS + k] = counts[k]
         wp.atomic_max(status, STATUS_PEAKS + k, counts[k])
@@ -146,10 +159,8 @@ class Contacts(Signed):
 
     def record_peak(self) -> None:
         """Fold this step's counters into ``status`` (a kernel: no host sync; collide() calls it)."""
-        wp.launch(record_peak_counts, dim=1, record_tape=False,
-                  inputs=[self.soft_contact_count, self.particle_pair_count, self.rigid_pair_count,
-                          self.rigid_contact_count],
-                  outputs=[self.status], device=self.device)
+        wp.launch(record_peak_counts, dim=1, record_tape=False, inputs=[contact_counts(self)], outputs=[self.status],
+                  device=self.device)
 
     def reset_peak(self) -> None:
         """Forget the peaks, the collide() count and any non-finite state seen (kernels: capturable)."""

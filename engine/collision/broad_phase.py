@@ -149,37 +149,52 @@ def shape_half_extent(geo_type: int, scale: wp.vec3, radius: float, rot: wp.quat
     return h
 
 
+@wp.struct
+class SortedBounds:
+    """The sweep's buffers (of the model's ShapeBroadPhase): the AABB and key kernels fill them, the sort orders
+    ``keys`` / ``values``, the pair search reads them."""
+
+    keys: wp.array(dtype=wp.int64)  # sorted (world + 1, lower bound along the axis) keys
+    values: wp.array(dtype=wp.int32)  # the shape of each sorted key
+    upper_keys: wp.array(dtype=wp.int64)  # per shape: its (world + 1, upper bound) key
+    aabb_lower: wp.array(dtype=wp.vec3)  # per shape [m]
+    aabb_upper: wp.array(dtype=wp.vec3)
+    sweep_axis: wp.array(dtype=wp.int32)  # [0]: the axis swept along
+
+
+sorted_bounds = ArgBundle(SortedBounds)  # of the model's ShapeBroadPhase buffers
+
+
 @wp.func
-def is_swept(shapes: ShapeGeometry, shape_flags: wp.array(dtype=wp.int32), s: int):
-    return shapes.type[s] != GEO_PLANE and (shape_flags[s] & SHAPE_FLAG_COLLIDE_SHAPES) != 0
+def is_swept(shapes: ShapeGeometry, f: ShapeFilter, s: int):
+    return shapes.type[s] != GEO_PLANE and (f.shape_flags[s] & SHAPE_FLAG_COLLIDE_SHAPES) != 0
 
 
 @wp.kernel
 def shape_aabb_kernel(
     # Model:
     shapes: ShapeGeometry,
-    shape_flags: wp.array(dtype=wp.int32),
-    shape_world: wp.array(dtype=wp.int32),
+    f: ShapeFilter,
     # Data in:
     body_q: wp.array(dtype=wp.transform),
     # In:
     margin: float,
     # Data out:
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
+    sweep: SortedBounds,
     centre_moments: wp.array2d(dtype=wp.float64),
 ):
+    """Each shape's world AABB (``sweep.aabb_lower`` / ``aabb_upper``) and the moments of the swept centres."""
     s = wp.tid()
     X = shape_world_pose(shapes, body_q, s)
     c = wp.transform_get_translation(X)
     h = shape_half_extent(shapes.type[s], shapes.scale[s], shapes.radius[s], wp.transform_get_rotation(X))
     h = h + wp.vec3(margin)
-    aabb_lower[s] = c - h
-    aabb_upper[s] = c + h
-    if is_swept(shapes, shape_flags, s):
+    sweep.aabb_lower[s] = c - h
+    sweep.aabb_upper[s] = c + h
+    if is_swept(shapes, f, s):
         # first and second moments of the centres, per world (row world + 1): the sweep axis is the one of
         # largest spread within the worlds, so a world is swept alike however the others are laid out
-        w = shape_world[s] + 1
+        w = f.shape_world[s] + 1
         for i in range(3):
             x = wp.float64(c[i])
             wp.atomic_add(centre_moments, w, i, x)
@@ -230,27 +245,21 @@ def ordered_bits(x: float):
 def sweep_keys_kernel(
     # Model:
     shapes: ShapeGeometry,
-    shape_flags: wp.array(dtype=wp.int32),
-    shape_world: wp.array(dtype=wp.int32),
-    # Data in:
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
-    sweep_axis: wp.array(dtype=wp.int32),
+    f: ShapeFilter,
     # Data out:
-    keys: wp.array(dtype=wp.int64),
-    values: wp.array(dtype=wp.int32),
-    upper_keys: wp.array(dtype=wp.int64),
+    sweep: SortedBounds,
 ):
+    """The sort's (world + 1, lower bound) key and (world + 1, upper bound) key of each shape, from its AABB."""
     s = wp.tid()
-    axis = sweep_axis[0]
-    values[s] = s
-    if not is_swept(shapes, shape_flags, s):
-        keys[s] = NOT_SWEPT
-        upper_keys[s] = NOT_SWEPT
+    axis = sweep.sweep_axis[0]
+    sweep.values[s] = s
+    if not is_swept(shapes, f, s):
+        sweep.keys[s] = NOT_SWEPT
+        sweep.upper_keys[s] = NOT_SWEPT
         return
-    segment = wp.int64(shape_world[s] + 1) << SEGMENT_BITS  # world -1 first, then 0, 1, ...
-    keys[s] = segment + ordered_bits(aabb_lower[s][axis])
-    upper_keys[s] = segment + ordered_bits(aabb_upper[s][axis])
+    segment = wp.int64(f.shape_world[s] + 1) << SEGMENT_BITS  # world -1 first, then 0, 1, ...
+    sweep.keys[s] = segment + ordered_bits(sweep.aabb_lower[s][axis])
+    sweep.upper_keys[s] = segment + ordered_bits(sweep.aabb_upper[s][axis])
 
 
 @wp.kernel
@@ -291,21 +300,6 @@ def lower_bound(keys: wp.array(dtype=wp.int64), n: int, key: wp.int64):
     return lo
 
 
-@wp.struct
-class SortedBounds:
-    """The sweep's sorted lists (the broad phase's buffers once sorted): what the pair search reads."""
-
-    keys: wp.array(dtype=wp.int64)  # sorted (world + 1, lower bound along the axis) keys
-    values: wp.array(dtype=wp.int32)  # the shape of each sorted key
-    upper_keys: wp.array(dtype=wp.int64)  # per shape: its (world + 1, upper bound) key
-    aabb_lower: wp.array(dtype=wp.vec3)  # per shape [m]
-    aabb_upper: wp.array(dtype=wp.vec3)
-    sweep_axis: wp.array(dtype=wp.int32)  # [0]: the axis swept along
-
-
-sorted_bounds = ArgBundle(SortedBounds)  # of the model's ShapeBroadPhase buffers
-
-
 @wp.kernel
 def shared_running_max_kernel(
     # Data in:
@@ -338,6 +332,15 @@ def aabb_gap(lo_a: wp.vec3, hi_a: wp.vec3, lo_b: wp.vec3, hi_b: wp.vec3):
     return wp.max(wp.max(g[0], g[1]), g[2])
 
 
+@wp.func
+def pair_if_overlapping(f: ShapeFilter, sweep: SortedBounds, a: int, lo: wp.vec3, hi: wp.vec3, b: int,
+                        overflow: Overflow, out: PairList):
+    """Keep the pair (a, b) when b's AABB overlaps a's (``lo``, ``hi``) and the filters pass."""
+    if aabbs_overlap(lo, hi, sweep.aabb_lower[b], sweep.aabb_upper[b]):
+        if shapes_may_collide(f, a, b):
+            append_pair(out, overflow, a, b, aabb_gap(lo, hi, sweep.aabb_lower[b], sweep.aabb_upper[b]))
+
+
 @wp.kernel
 def sweep_kernel(
     # Model:
@@ -356,14 +359,12 @@ def sweep_kernel(
         return
     keys = sweep.keys
     values = sweep.values
-    aabb_lower = sweep.aabb_lower
-    aabb_upper = sweep.aabb_upper
     key = keys[i]
     if key >= NOT_SWEPT:
         return
     a = values[i]
-    lo = aabb_lower[a]
-    hi = aabb_upper[a]
+    lo = sweep.aabb_lower[a]
+    hi = sweep.aabb_upper[a]
     # same segment (world), later in the sort: a later lower bound beyond our upper bound ends the sweep;
     # the next segment's keys are all larger than ours, so it ends there too
     stop = sweep.upper_keys[a]
@@ -371,10 +372,7 @@ def sweep_kernel(
     while j < n:
         if keys[j] > stop:
             break
-        b = values[j]
-        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
-            if shapes_may_collide(f, a, b):
-                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
+        pair_if_overlapping(f, sweep, a, lo, hi, values[j], overflow, out)
         j += 1
     if (key >> SEGMENT_BITS) == wp.int64(0):
         return
@@ -386,23 +384,33 @@ def sweep_kernel(
     while j >= 0:
         if running_upper[j] < lo[axis]:
             break
-        b = values[j]
-        if aabbs_overlap(lo, hi, aabb_lower[b], aabb_upper[b]):
-            if shapes_may_collide(f, a, b):
-                append_pair(out, overflow, a, b, aabb_gap(lo, hi, aabb_lower[b], aabb_upper[b]))
+        pair_if_overlapping(f, sweep, a, lo, hi, values[j], overflow, out)
         j -= 1
 
 
+@wp.struct
+class PlanesByWorld:
+    """The plane shapes grouped by world + 1 (a CSR; row 0: the shared planes), of the model's ShapeBroadPhase."""
+
+    offsets: wp.array(dtype=wp.int32)  # row r: planes[offsets[r]:offsets[r + 1]]
+    planes: wp.array(dtype=wp.int32)
+
+
+planes_by_world = ArgBundle(PlanesByWorld, offsets="plane_offsets")
+
+
 @wp.func
-def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, aabb_lower: wp.array(dtype=wp.vec3),
-               aabb_upper: wp.array(dtype=wp.vec3), s: int, p: int, overflow: Overflow, out: PairList):
+def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, sweep: SortedBounds, s: int, p: int, overflow: Overflow,
+               out: PairList):
     if not shapes_may_collide(f, s, p):
         return
     # the AABB corner farthest down the plane's normal, on or below the plane (the AABB holds the margin)
     X = shapes.transform[p]  # planes are static: their pose is in world
     n = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, 1.0))
-    c = (aabb_lower[s] + aabb_upper[s]) * 0.5
-    h = (aabb_upper[s] - aabb_lower[s]) * 0.5
+    lo = sweep.aabb_lower[s]
+    hi = sweep.aabb_upper[s]
+    c = (lo + hi) * 0.5
+    h = (hi - lo) * 0.5
     lowest = wp.dot(c - wp.transform_get_translation(X), n) - wp.dot(h, abs_vec(n))
     if lowest <= 0.0:
         append_pair(out, overflow, s, p, lowest)
@@ -412,13 +420,10 @@ def plane_pair(shapes: ShapeGeometry, f: ShapeFilter, aabb_lower: wp.array(dtype
 def plane_pairs_kernel(
     # Model:
     shapes: ShapeGeometry,
-    shape_world: wp.array(dtype=wp.int32),
     f: ShapeFilter,
+    planes: PlanesByWorld,
     # Data in:
-    plane_offsets: wp.array(dtype=wp.int32),
-    planes: wp.array(dtype=wp.int32),
-    aabb_lower: wp.array(dtype=wp.vec3),
-    aabb_upper: wp.array(dtype=wp.vec3),
+    sweep: SortedBounds,
     # In:
     overflow: Overflow,
     # Data out:
@@ -428,12 +433,12 @@ def plane_pairs_kernel(
     s = wp.tid()
     if shapes.type[s] == GEO_PLANE or overflow_idle(overflow, out.count, out.capacity):
         return
-    for k in range(plane_offsets[0], plane_offsets[1]):
-        plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], overflow, out)
-    w = shape_world[s] + 1
+    for k in range(planes.offsets[0], planes.offsets[1]):
+        plane_pair(shapes, f, sweep, s, planes.planes[k], overflow, out)
+    w = f.shape_world[s] + 1
     if w > 0:
-        for k in range(plane_offsets[w], plane_offsets[w + 1]):
-            plane_pair(shapes, f, aabb_lower, aabb_upper, s, planes[k], overflow, out)
+        for k in range(planes.offsets[w], planes.offsets[w + 1]):
+            plane_pair(shapes, f, sweep, s, planes.planes[k], overflow, out)
 
 
 class ShapeBroadPhase:
@@ -524,30 +529,26 @@ def detect_shape_pairs(model, state, contacts) -> None:
     shapes = shape_geometry(model)
     keep = shape_filter(model)
     out = rigid_pairs(contacts)
+    sweep = sorted_bounds(bp)
     bp.centre_moments.zero_()
     wp.launch(shape_aabb_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[shapes, model.shape_flags, model.shape_world, state.body_q, model.rigid_contact_margin],
-              outputs=[bp.aabb_lower, bp.aabb_upper, bp.centre_moments])
+              inputs=[shapes, keep, state.body_q, model.rigid_contact_margin], outputs=[sweep, bp.centre_moments])
     wp.launch(sweep_axis_kernel, dim=1, device=dev, record_tape=False, inputs=[bp.centre_moments, bp.num_worlds],
               outputs=[bp.sweep_axis])
-    wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False,
-              inputs=[shapes, model.shape_flags, model.shape_world, bp.aabb_lower, bp.aabb_upper, bp.sweep_axis],
-              outputs=[bp.keys, bp.values, bp.upper_keys])
+    wp.launch(sweep_keys_kernel, dim=n, device=dev, record_tape=False, inputs=[shapes, keep], outputs=[sweep])
     if n <= RANK_SORT_MAX:
         wp.launch(rank_sort_kernel, dim=n, device=dev, record_tape=False, inputs=[n], outputs=[bp.keys, bp.values])
         wp.copy(bp.keys, bp.keys, dest_offset=0, src_offset=n, count=n)
         wp.copy(bp.values, bp.values, dest_offset=0, src_offset=n, count=n)
     else:
         wp.utils.radix_sort_pairs(bp.keys, bp.values, n)
-    sweep = sorted_bounds(bp)
     wp.launch(shared_running_max_kernel, dim=1, device=dev, record_tape=False, inputs=[sweep, n],
               outputs=[bp.running_upper])
 
     def emit(overflow):
         if bp.plane_count:
             wp.launch(plane_pairs_kernel, dim=n, device=dev, record_tape=False,
-                      inputs=[shapes, model.shape_world, keep, bp.plane_offsets, bp.planes, bp.aabb_lower,
-                              bp.aabb_upper, overflow], outputs=[out])
+                      inputs=[shapes, keep, planes_by_world(bp), sweep, overflow], outputs=[out])
         wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
                   inputs=[keep, sweep, bp.running_upper, n, overflow], outputs=[out])
 

@@ -69,7 +69,7 @@ import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 from .box_box import box_box_contacts
-from .contact_sink import ContactSink, append_contact, make_sink
+from .contact_sink import ContactSink, PairList, append_contact, make_sink, rigid_pairs
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_world
 from .selection import overflow_idle, overflow_selection
 
@@ -342,42 +342,45 @@ def shape_points(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), si
         mesh_points(side, sink, shapes.source_ptr[s0])
 
 
+@wp.func
+def lead_points(shapes: ShapeGeometry, body_q: wp.array(dtype=wp.transform), sink: ContactSink, a: int, b: int,
+                a_leads: bool, mode: int):
+    """The points of the pair's leading shape (``a`` if ``a_leads``, else ``b``) against the other."""
+    if a_leads:
+        shape_points(shapes, body_q, sink, a, b, mode)
+    else:
+        shape_points(shapes, body_q, sink, b, a, mode)
+
+
 @wp.kernel
 def narrow_phase_kernel(
     # Model:
     shapes: ShapeGeometry,
     # Data in:
     body_q: wp.array(dtype=wp.transform),
-    pairs: wp.array(dtype=wp.vec2i),
-    pair_count: wp.array(dtype=wp.int32),
-    # In:
-    pair_capacity: int,
+    pairs: PairList,
     # Data out:
     sink: ContactSink,
 ):
     i = wp.tid()
-    if i >= wp.min(pair_count[0], pair_capacity):
+    if i >= wp.min(pairs.count[0], pairs.capacity):
         return
     if overflow_idle(sink.overflow, sink.contacts.count, sink.contacts.capacity):
         return
-    a = pairs[i][0]
-    b = pairs[i][1]
+    a = pairs.pairs[i][0]
+    b = pairs.pairs[i][1]
     ta = shapes.type[a]
     tb = shapes.type[b]
-    if ta == GEO_SPHERE:
-        shape_points(shapes, body_q, sink, a, b, POINTS_FULL)
-    elif tb == GEO_SPHERE:
-        shape_points(shapes, body_q, sink, b, a, POINTS_FULL)
-    elif tb == GEO_PLANE:
-        shape_points(shapes, body_q, sink, a, b, POINTS_PLANE)
-    elif ta == GEO_PLANE:
-        shape_points(shapes, body_q, sink, b, a, POINTS_PLANE)
-    elif ta == GEO_CAPSULE:
-        shape_points(shapes, body_q, sink, a, b, POINTS_FULL)
-        if tb == GEO_CAPSULE:
+    # which shape's points the table takes: the sphere's (a's if both), the one against a plane (a's if both
+    # are planes), the capsule's (a's if both, then b's end points too)
+    if ta == GEO_SPHERE or tb == GEO_SPHERE:
+        lead_points(shapes, body_q, sink, a, b, ta == GEO_SPHERE, POINTS_FULL)
+    elif ta == GEO_PLANE or tb == GEO_PLANE:
+        lead_points(shapes, body_q, sink, a, b, tb == GEO_PLANE, POINTS_PLANE)
+    elif ta == GEO_CAPSULE or tb == GEO_CAPSULE:
+        lead_points(shapes, body_q, sink, a, b, ta == GEO_CAPSULE, POINTS_FULL)
+        if ta == tb:
             shape_points(shapes, body_q, sink, b, a, POINTS_ENDS)
-    elif tb == GEO_CAPSULE:
-        shape_points(shapes, body_q, sink, b, a, POINTS_FULL)
     elif ta == GEO_BOX and tb == GEO_BOX:
         box_box_contacts(shapes, body_q, sink, a, b)
     elif ta != GEO_MESH or tb != GEO_MESH:
@@ -394,8 +397,7 @@ def detect_shape_contacts(model, state, contacts) -> None:
 
     if not shape_broad_phase(model).active:
         return
-    inputs = [shape_geometry(model), state.body_q, contacts.rigid_pair, contacts.rigid_pair_count,
-              contacts.rigid_pair_max]
+    inputs = [shape_geometry(model), state.body_q, rigid_pairs(contacts)]
     selection = overflow_selection(model)
     sink = make_sink(model, contacts, selection.passes[0])  # made once (a struct costs ~20 us): passes swap in
 

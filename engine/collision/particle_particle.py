@@ -81,81 +81,9 @@ def world_shift(world: int, multiplier: wp.int64, dim: int):
     return int(wrap(int((wp.int64(world) * multiplier) % wp.int64(dim)), dim))
 
 
-@wp.kernel
-def assign_buckets_kernel(
-    # Model:
-    particle_flags: wp.array(dtype=wp.int32),
-    particle_world: wp.array(dtype=wp.int32),
-    # Data in:
-    particle_q: wp.array(dtype=wp.vec3),
-    # In:
-    cell_width: float,
-    dim: int,
-    # Data out:
-    cells: wp.array(dtype=wp.vec4i),
-    keys: wp.array(dtype=wp.int32),
-    ids: wp.array(dtype=wp.int32),
-):
-    i = wp.tid()
-    x = particle_q[i]
-    w = particle_world[i]
-    cx = cell_coordinate(x[0], cell_width)
-    cy = cell_coordinate(x[1], cell_width)
-    cz = cell_coordinate(x[2], cell_width)
-    cells[i] = wp.vec4i(cx, cy, cz, w)
-    ids[i] = i
-    if (particle_flags[i] & PARTICLE_FLAG_ACTIVE) != 0:
-        bx = wrap(cx, dim)
-        by = wrap(cy, dim)
-        bz = wrap(cz, dim)
-        if w != 0:  # one shift per world keeps a world's neighbouring cells in neighbouring buckets
-            bx = wrap_sum(bx, world_shift(w, wp.int64(73856093), dim), dim)
-            by = wrap_sum(by, world_shift(w, wp.int64(19349663), dim), dim)
-            bz = wrap_sum(bz, world_shift(w, wp.int64(83492791), dim), dim)
-        keys[i] = (bz * dim + by) * dim + bx  # x fastest, as the builders lay particles out
-    else:
-        keys[i] = dim * dim * dim  # past every bucket: inactive particles sort last and are never looked at
-
-
-@wp.kernel
-def index_sorted_particles_kernel(
-    # Model:
-    particle_radius: wp.array(dtype=float),
-    # Data in:
-    particle_q: wp.array(dtype=wp.vec3),
-    keys: wp.array(dtype=wp.int32),
-    ids: wp.array(dtype=wp.int32),
-    cells: wp.array(dtype=wp.vec4i),
-    # In:
-    n: int,
-    num_buckets: int,
-    # Data out:
-    bucket_slots: wp.array(dtype=wp.vec2i),
-    sorted_xr: wp.array(dtype=wp.vec4),
-    sorted_cell: wp.array(dtype=wp.vec4i),
-):
-    s = wp.tid()
-    # the first slot of a bucket's run writes the run's slot range (buckets left empty stay (0, 0) from the
-    # clear before this kernel)
-    b = keys[s]
-    first = s == 0
-    if not first:
-        first = keys[s - 1] != b
-    if first and b < num_buckets:
-        t = s + 1
-        while t < n and keys[t] == b:
-            t += 1
-        bucket_slots[b] = wp.vec2i(s, t)
-    # the particles' data in slot order: a bucket's candidates are then read contiguously
-    i = ids[s]
-    x = particle_q[i]
-    sorted_xr[s] = wp.vec4(x[0], x[1], x[2], particle_radius[i])
-    sorted_cell[s] = cells[i]
-
-
 @wp.struct
 class SortedParticles:
-    """A :class:`ParticleCellList` as the pair search reads it (the particles sorted by cell bucket)."""
+    """A :class:`ParticleCellList` as its kernels read and write it (the particles sorted by cell bucket)."""
 
     keys: wp.array(dtype=wp.int32)  # bucket per sorted slot
     ids: wp.array(dtype=wp.int32)  # particle per sorted slot
@@ -166,6 +94,76 @@ class SortedParticles:
 
 
 sorted_particles = ArgBundle(SortedParticles, xr="sorted_xr", cell="sorted_cell", dim="grid_dim")  # of a cell list
+
+
+@wp.kernel
+def assign_buckets_kernel(
+    # Model:
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
+    # In:
+    cell_width: float,
+    # Data out:
+    cells: wp.array(dtype=wp.vec4i),
+    grid: SortedParticles,
+):
+    """Each particle's cell (``cells``, unsorted) and its bucket as the sort's key (``grid.keys``, ``grid.ids``)."""
+    i = wp.tid()
+    dim = grid.dim
+    x = particle_q[i]
+    w = particle_world[i]
+    cx = cell_coordinate(x[0], cell_width)
+    cy = cell_coordinate(x[1], cell_width)
+    cz = cell_coordinate(x[2], cell_width)
+    cells[i] = wp.vec4i(cx, cy, cz, w)
+    grid.ids[i] = i
+    if (particle_flags[i] & PARTICLE_FLAG_ACTIVE) != 0:
+        bx = wrap(cx, dim)
+        by = wrap(cy, dim)
+        bz = wrap(cz, dim)
+        if w != 0:  # one shift per world keeps a world's neighbouring cells in neighbouring buckets
+            bx = wrap_sum(bx, world_shift(w, wp.int64(73856093), dim), dim)
+            by = wrap_sum(by, world_shift(w, wp.int64(19349663), dim), dim)
+            bz = wrap_sum(bz, world_shift(w, wp.int64(83492791), dim), dim)
+        grid.keys[i] = (bz * dim + by) * dim + bx  # x fastest, as the builders lay particles out
+    else:
+        grid.keys[i] = dim * dim * dim  # past every bucket: inactive particles sort last and are never looked at
+
+
+@wp.kernel
+def index_sorted_particles_kernel(
+    # Model:
+    particle_radius: wp.array(dtype=float),
+    # Data in:
+    particle_q: wp.array(dtype=wp.vec3),
+    cells: wp.array(dtype=wp.vec4i),
+    # In:
+    n: int,
+    # Data out:
+    grid: SortedParticles,
+):
+    """Each bucket's slot range and the particles' data in slot order, from the sorted ``grid.keys`` / ``grid.ids``."""
+    s = wp.tid()
+    dim = grid.dim
+    # the first slot of a bucket's run writes the run's slot range (buckets left empty stay (0, 0) from the
+    # clear before this kernel)
+    keys = grid.keys
+    b = keys[s]
+    first = s == 0
+    if not first:
+        first = keys[s - 1] != b
+    if first and b < dim * dim * dim:
+        t = s + 1
+        while t < n and keys[t] == b:
+            t += 1
+        grid.bucket_slots[b] = wp.vec2i(s, t)
+    # the particles' data in slot order: a bucket's candidates are then read contiguously
+    i = grid.ids[s]
+    x = particle_q[i]
+    grid.xr[s] = wp.vec4(x[0], x[1], x[2], particle_radius[i])
+    grid.cell[s] = cells[i]
 
 
 @wp.struct
@@ -316,14 +314,13 @@ class ParticleCellList:
         n = self.particle_count
         if n == 0:
             return
+        grid = sorted_particles(self)
         wp.launch(assign_buckets_kernel, dim=n, device=self.device, record_tape=False,
-                  inputs=[particle_flags, particle_world, particle_q, cell_width, self.grid_dim],
-                  outputs=[self.cells, self.keys, self.ids])
+                  inputs=[particle_flags, particle_world, particle_q, cell_width], outputs=[self.cells, grid])
         wp.utils.radix_sort_pairs(self.keys, self.ids, n, 0, self.key_bits)
         self.bucket_slots.zero_()
         wp.launch(index_sorted_particles_kernel, dim=n, device=self.device, record_tape=False,
-                  inputs=[particle_radius, particle_q, self.keys, self.ids, self.cells, n, self.num_buckets],
-                  outputs=[self.bucket_slots, self.sorted_xr, self.sorted_cell])
+                  inputs=[particle_radius, particle_q, self.cells, n], outputs=[grid])
 
 
 def particle_cell_list(model, contacts) -> ParticleCellList:

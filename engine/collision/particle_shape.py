@@ -36,6 +36,31 @@ class SoftContacts:
 soft_contacts = ArgBundle(SoftContacts, "soft_contact_", capacity="soft_contact_max")
 
 
+@wp.struct
+class ParticleShapeFilter:
+    """Which (particle, shape) pairs may touch at all, and the margin within which they are kept (of a model)."""
+
+    particle_flags: wp.array(dtype=wp.int32)
+    particle_world: wp.array(dtype=wp.int32)
+    shape_flags: wp.array(dtype=wp.int32)
+    shape_world: wp.array(dtype=wp.int32)
+    margin: float  # [m] beyond the particle's radius (model.contact_margin)
+
+
+particle_shape_filter = ArgBundle(ParticleShapeFilter, margin="contact_margin")  # of a model
+
+
+@wp.func
+def may_touch(keep: ParticleShapeFilter, p: int, s: int):
+    """An active particle and a shape that collides with particles, the shape shared or in the particle's world."""
+    if (keep.particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
+        return False
+    if (keep.shape_flags[s] & SHAPE_FLAG_COLLIDE_PARTICLES) == 0:
+        return False
+    w = keep.shape_world[s]
+    return w < 0 or w == keep.particle_world[p]
+
+
 @functools.cache
 def detect_particle_shape_kernel_for(types: frozenset):
     """``detect_particle_shape_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
@@ -46,16 +71,12 @@ def detect_particle_shape_kernel_for(types: frozenset):
     def detect_particle_shape_kernel(
         # Model:
         particle_radius: wp.array(dtype=float),
-        particle_flags: wp.array(dtype=wp.int32),
-        particle_world: wp.array(dtype=wp.int32),
         shapes: ShapeGeometry,
-        shape_world: wp.array(dtype=wp.int32),
-        shape_flags: wp.array(dtype=wp.int32),
+        keep: ParticleShapeFilter,
         # Data in:
         particle_q: wp.array(dtype=wp.vec3),
         body_q: wp.array(dtype=wp.transform),
         # In:
-        margin: float,
         overflow: Overflow,
         # Data out:
         out: SoftContacts,
@@ -63,13 +84,9 @@ def detect_particle_shape_kernel_for(types: frozenset):
         p, s = wp.tid()
         if overflow_idle(overflow, out.count, out.capacity):
             return
-        if (particle_flags[p] & PARTICLE_FLAG_ACTIVE) == 0:
+        if not may_touch(keep, p, s):
             return
-        if (shape_flags[s] & SHAPE_FLAG_COLLIDE_PARTICLES) == 0:
-            return
-        w = shape_world[s]
-        if w >= 0 and w != particle_world[p]:
-            return
+        margin = keep.margin
         r = particle_radius[p]
         sd = wp.static(sdf_at)(shapes, s, shape_world_pose(shapes, body_q, s), particle_q[p], r + margin + 1.0)
         gap = sd[3] - r  # negative: the particle overlaps the shape
@@ -89,8 +106,8 @@ def detect_particle_shape_contacts(model, state, contacts) -> None:
     if model.particle_count == 0 or model.shape_count == 0:
         return
     out = soft_contacts(contacts)
-    inputs = [model.particle_radius, model.particle_flags, model.particle_world, shape_geometry(model),
-              model.shape_world, model.shape_flags, state.particle_q, state.body_q, model.contact_margin]
+    inputs = [model.particle_radius, shape_geometry(model), particle_shape_filter(model), state.particle_q,
+              state.body_q]
 
     kernel = detect_particle_shape_kernel_for(shape_types(model))
 

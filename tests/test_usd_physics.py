@@ -343,10 +343,16 @@ def test_unauthored_units_warn_and_take_usd_fallbacks():
     assert b2.shape_scale[0][0] == pytest.approx(10.0)
 
 
-def test_mesh_collider_polygons_scale_and_handedness():
+def z_up_stage():
+    """An empty in-memory stage, Z up, in meters."""
     st = Usd.Stage.CreateInMemory()
     UsdGeom.SetStageUpAxis(st, UsdGeom.Tokens.z)
     UsdGeom.SetStageMetersPerUnit(st, 1.0)
+    return st
+
+
+def test_mesh_collider_polygons_scale_and_handedness():
+    st = z_up_stage()
     v, f = read_obj(os.path.join(DATA, "quadruped", "meshes", "shin.obj"))  # triangles of a unit cube
     quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
     body = UsdGeom.Xform.Define(st, "/box")
@@ -371,9 +377,7 @@ def test_mesh_collider_polygons_scale_and_handedness():
 
 def test_joint_to_the_world_through_body1_is_turned_round():
     """body0 = a body, body1 = nothing: the builder's parent is the world, so the angle's sign flips."""
-    st = Usd.Stage.CreateInMemory()
-    UsdGeom.SetStageUpAxis(st, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(st, 1.0)
+    st = z_up_stage()
     door = UsdGeom.Cube.Define(st, "/door")
     door.AddTranslateOp().Set(Gf.Vec3d(0.5, 0, 1))
     UsdPhysics.RigidBodyAPI.Apply(door.GetPrim())
@@ -398,9 +402,7 @@ def test_joint_to_the_world_through_body1_is_turned_round():
 
 
 def test_bad_prims_raise_naming_the_prim(tmp_path):
-    st = Usd.Stage.CreateInMemory()
-    UsdGeom.SetStageUpAxis(st, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(st, 1.0)
+    st = z_up_stage()
     ball = UsdGeom.Sphere.Define(st, "/egg")
     ball.AddScaleOp().Set(Gf.Vec3f(1, 1, 2))
     UsdPhysics.RigidBodyAPI.Apply(ball.GetPrim())

@@ -368,6 +368,9 @@ RIGID_CONTACT_GAP = 0.01
 # at 271 m/s, x0.5 by 24 mm, x0.3 by 12.5 mm, x0.2 by 15 mm (inertia at ke = 1e6: 2.9 mm; the chain's tip
 # whips at ~17 m/s in every run). So Newton runs at 0.3 x the matched gain: bounded, and the tightest chain.
 NEWTON_CHAIN_GAIN_FACTOR = 0.3
+# Newton's damping stays at what matches inertia's earlier kd of 100 1/s: the matched 500 (inertia's kd since
+# 2026-12-06, see ChainScene.params) makes Newton's explicit damper gain energy (+135 % within 1 s at dt = 1 ms)
+NEWTON_CHAIN_KD = 1.0e2  # [1/s], made absolute as the stiffness is
 
 
 def newton_chain_attachment(p) -> dict:
@@ -382,4 +385,4 @@ def newton_chain_attachment(p) -> dict:
     mass = p["density"] * (math.pi * r * r * 2.0 * hh + 4.0 / 3.0 * math.pi * r ** 3)
     f = NEWTON_CHAIN_GAIN_FACTOR
     return {"joint_attach_ke": f * p["joint_attach_ke"] * 0.5 * mass,
-            "joint_attach_kd": f * p["joint_attach_kd"] * 0.5 * mass, "angular_damping": 0.0}
+            "joint_attach_kd": f * NEWTON_CHAIN_KD * 0.5 * mass, "angular_damping": 0.0}

@@ -320,12 +320,11 @@ class FeatherstoneSolver(SolverBase):
         L = stage.L0
         if with_contacts:
             self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
-            linalg.factor(topo, stage.H, stage.partial, stage.L)
+            linalg.factor(topo, stage.H, stage.partial, stage.L, stage.H0, stage.L0)  # L0 where no contact touched
             self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
             L = stage.L
-        wp.launch(linalg.cholesky_solve_kernel, dim=topo.articulation_count,
-                  inputs=[topo.tree, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt],
-                  outputs=[stage.partial_y, stage.y, stage.partial_x, stage.dqd], device=dev)
+        linalg.solve(topo, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt, stage.partial_y, stage.y,
+                     stage.partial_x, stage.dqd)
 
     def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
         model, topo, dev = self.model, self.topology, self.model.device

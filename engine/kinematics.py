@@ -137,6 +137,22 @@ def eval_ik_kernel(
             joint_qd[ds + k] = body_qd[c][k]
 
 
+@wp.func
+def joint_transform(t: int, axis: wp.vec3, q: wp.array(dtype=float), qs: int):
+    """X_pc: the child joint frame in the parent joint frame at coordinates ``q[qs:]`` (``axis`` in the joint
+    frame; the identity for a fixed joint). Shared by :func:`eval_fk` and the FeatherstoneSolver."""
+    if t == JOINT_REVOLUTE:
+        return wp.transform(wp.vec3(0.0), wp.quat_from_axis_angle(axis, q[qs]))
+    if t == JOINT_PRISMATIC:
+        return wp.transform(axis * q[qs], wp.quat_identity())
+    if t == JOINT_BALL:
+        return wp.transform(wp.vec3(0.0), wp.normalize(wp.quat(q[qs], q[qs + 1], q[qs + 2], q[qs + 3])))
+    if t == JOINT_FREE:
+        return wp.transform(wp.vec3(q[qs], q[qs + 1], q[qs + 2]),
+                            wp.normalize(wp.quat(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6])))
+    return wp.transform_identity()
+
+
 @wp.kernel
 def eval_fk_kernel(
     # Model:
@@ -162,24 +178,16 @@ def eval_fk_kernel(
         axis = joints.axis[j]
         X_wp = body_pose(body_q, p) * joints.X_p[j]
         axis_w = wp.transform_vector(X_wp, axis)
-        X_pc = wp.transform_identity()
         w_joint = wp.vec3(0.0)  # angular velocity of the child relative to the parent (world)
         v_joint = wp.vec3(0.0)  # sliding velocity of the child relative to the parent (world)
         if t == JOINT_REVOLUTE:
-            X_pc = wp.transform(wp.vec3(0.0), wp.quat_from_axis_angle(axis, joint_q[qs]))
             w_joint = axis_w * joint_qd[ds]
         elif t == JOINT_PRISMATIC:
-            X_pc = wp.transform(axis * joint_q[qs], wp.quat_identity())
             v_joint = axis_w * joint_qd[ds]
         elif t == JOINT_BALL:
-            r = wp.normalize(wp.quat(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2], joint_q[qs + 3]))
-            X_pc = wp.transform(wp.vec3(0.0), r)
             w_joint = wp.quat_rotate(wp.transform_get_rotation(X_wp),
                                      wp.vec3(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2]))
-        elif t == JOINT_FREE:
-            r = wp.normalize(wp.quat(joint_q[qs + 3], joint_q[qs + 4], joint_q[qs + 5], joint_q[qs + 6]))
-            X_pc = wp.transform(wp.vec3(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2]), r)
-        X_wc = X_wp * X_pc
+        X_wc = X_wp * joint_transform(t, axis, joint_q, qs)
         pose = X_wc * wp.transform_inverse(joints.X_c[j])
         body_q[c] = pose
         if t == JOINT_FREE:

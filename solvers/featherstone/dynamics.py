@@ -28,9 +28,8 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology
-from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
-from .kinematics import dof_count, joint_frame_child, joint_frame_parent, joint_transform, joint_axis_of
-from .spatial import quat_exp
+from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
+from .kinematics import dof_count, integrate_coordinates
 from .topology import Tree
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -186,9 +185,7 @@ def advance_kernel(
     """qd' = qd + h_v dv (clamped to the velocity limit if asked), q' = q (+) h_q w with w = qd' (semi-implicit
     Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
 
-    (+) per joint type: revolute and prismatic add; ball: q' = exp(h_q w) q (w in the parent joint frame),
-    normalized; free: the centre of mass moves by h_q v, the body turns by exp(h_q w) about it (world),
-    and q' is the new child joint frame.
+    (+) per joint type: :func:`.kinematics.integrate_coordinates`.
     """
     s = wp.tid()
     t = tree.slot_type[s]
@@ -203,36 +200,8 @@ def advance_kernel(
                 lim = joint_velocity_limit[js]
                 v = wp.clamp(v, -lim, lim)
             qd_next[ds + k] = v
-    w0 = wp.where(use_new_velocity != 0, qd_next[ds], u[ds])
-    if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
-        q_next[qs] = q[qs] + h_q * w0
-    elif t == JOINT_BALL:
-        w = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
-                    wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
-        r = wp.normalize(quat_exp(w * h_q) * wp.quat(q[qs], q[qs + 1], q[qs + 2], q[qs + 3]))
-        for k2 in range(4):
-            q_next[qs + k2] = r[k2]
-    elif t == JOINT_FREE:
-        j = tree.slot_joint[s]
-        c = tree.slot_child[s]
-        X_p = joint_frame_parent(joints.X_p, j)
-        X_c = joint_frame_child(joints.X_c, j)
-        body = X_p * joint_transform(t, joint_axis_of(joints.axis, j), q, qs) * wp.transform_inverse(X_c)
-        vel = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
-                      wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
-        w3 = wp.vec3(wp.where(use_new_velocity != 0, qd_next[ds + 3], u[ds + 3]),
-                     wp.where(use_new_velocity != 0, qd_next[ds + 4], u[ds + 4]),
-                     wp.where(use_new_velocity != 0, qd_next[ds + 5], u[ds + 5]))
-        com = wp.transform_point(body, body_com[c]) + h_q * vel
-        rot = wp.normalize(quat_exp(w3 * h_q) * wp.transform_get_rotation(body))
-        body_next = wp.transform(com - wp.quat_rotate(rot, body_com[c]), rot)
-        X = wp.transform_inverse(X_p) * body_next * X_c
-        p = wp.transform_get_translation(X)
-        r2 = wp.transform_get_rotation(X)
-        for k3 in range(3):
-            q_next[qs + k3] = p[k3]
-        for k4 in range(4):
-            q_next[qs + 3 + k4] = r2[k4]
+    integrate_coordinates(joints, body_com, tree.slot_joint[s], tree.slot_child[s], t, q, qs, qd_next, u,
+                          use_new_velocity, ds, h_q, q_next)
 
 
 @wp.kernel

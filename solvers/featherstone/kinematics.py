@@ -22,7 +22,7 @@ the child's centre of mass and add ``(0, v_c x w)``.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...kinematics import JointTopology
+from ...kinematics import JointTopology, joint_transform
 from ...types import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .spatial import motion_cross_force, motion_cross_motion, point_velocity, quat_exp, spatial_inertia, wrench_at
 from .topology import Tree
@@ -58,21 +58,6 @@ def joint_axis_of(joint_axis: wp.array(dtype=wp.vec3), j: int):
 
 
 @wp.func
-def joint_transform(t: int, axis: wp.vec3, q: wp.array(dtype=float), qs: int):
-    """X_pc: the child joint frame in the parent joint frame at coordinates ``q[qs:]``."""
-    if t == JOINT_REVOLUTE:
-        return wp.transform(wp.vec3(0.0), wp.quat_from_axis_angle(axis, q[qs]))
-    if t == JOINT_PRISMATIC:
-        return wp.transform(axis * q[qs], wp.quat_identity())
-    if t == JOINT_BALL:
-        return wp.transform(wp.vec3(0.0), wp.normalize(wp.quat(q[qs], q[qs + 1], q[qs + 2], q[qs + 3])))
-    if t == JOINT_FREE:
-        return wp.transform(wp.vec3(q[qs], q[qs + 1], q[qs + 2]),
-                            wp.normalize(wp.quat(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6])))
-    return wp.transform_identity()
-
-
-@wp.func
 def motion_subspace(t: int, k: int, axis_w: wp.vec3, origin: wp.vec3, rot_p: wp.quat, com: wp.vec3):
     """Column k of S (see the module docstring); ``origin``, ``com`` relative to ``p_ref``."""
     if t == JOINT_REVOLUTE:
@@ -99,6 +84,46 @@ def dof_count(t: int):
     if t == JOINT_FREE:
         return 6
     return 0
+
+
+@wp.func
+def integrate_coordinates(joints: JointTopology, body_com: wp.array(dtype=wp.vec3), j: int, c: int, t: int,
+                          q: wp.array(dtype=float), qs: int, qd_next: wp.array(dtype=float), u: wp.array(dtype=float),
+                          use_new_velocity: int, ds: int, h_q: float, q_next: wp.array(dtype=float)):
+    """q' = q (+) h_q w of one joint (child body ``c``), w = ``qd_next`` (``use_new_velocity``) or ``u`` at ``ds``.
+
+    (+) per joint type: revolute and prismatic add; ball: q' = exp(h_q w) q (w in the parent joint frame),
+    normalized; free: the centre of mass moves by h_q v, the body turns by exp(h_q w) about it (world),
+    and q' is the new child joint frame.
+    """
+    w0 = wp.where(use_new_velocity != 0, qd_next[ds], u[ds])
+    if t == JOINT_REVOLUTE or t == JOINT_PRISMATIC:
+        q_next[qs] = q[qs] + h_q * w0
+    elif t == JOINT_BALL:
+        w = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
+                    wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
+        r = wp.normalize(quat_exp(w * h_q) * wp.quat(q[qs], q[qs + 1], q[qs + 2], q[qs + 3]))
+        for k2 in range(4):
+            q_next[qs + k2] = r[k2]
+    elif t == JOINT_FREE:
+        X_p = joint_frame_parent(joints.X_p, j)
+        X_c = joint_frame_child(joints.X_c, j)
+        body = X_p * joint_transform(t, joint_axis_of(joints.axis, j), q, qs) * wp.transform_inverse(X_c)
+        vel = wp.vec3(w0, wp.where(use_new_velocity != 0, qd_next[ds + 1], u[ds + 1]),
+                      wp.where(use_new_velocity != 0, qd_next[ds + 2], u[ds + 2]))
+        w3 = wp.vec3(wp.where(use_new_velocity != 0, qd_next[ds + 3], u[ds + 3]),
+                     wp.where(use_new_velocity != 0, qd_next[ds + 4], u[ds + 4]),
+                     wp.where(use_new_velocity != 0, qd_next[ds + 5], u[ds + 5]))
+        com = wp.transform_point(body, body_com[c]) + h_q * vel
+        rot = wp.normalize(quat_exp(w3 * h_q) * wp.transform_get_rotation(body))
+        body_next = wp.transform(com - wp.quat_rotate(rot, body_com[c]), rot)
+        X = wp.transform_inverse(X_p) * body_next * X_c
+        p = wp.transform_get_translation(X)
+        r2 = wp.transform_get_rotation(X)
+        for k3 in range(3):
+            q_next[qs + k3] = p[k3]
+        for k4 in range(4):
+            q_next[qs + 3 + k4] = r2[k4]
 
 
 @wp.func

@@ -64,6 +64,7 @@ from ...collision.sdf import ShapeGeometry
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
+from .contact_sides import rigid_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -71,10 +72,7 @@ on_demand(__name__)  # backward code compiled once gradients are wanted
 @wp.func
 def contact_bodies(body_inv_mass: wp.array(dtype=float), shapes: ShapeGeometry, contacts: RigidContacts, c: int):
     """(shape 0, shape 1, body 0, body 1, body 0 dynamic, body 1 dynamic) of contact ``c``."""
-    s0 = contacts.shape0[c]
-    s1 = contacts.shape1[c]
-    b0 = shapes.body[s0]
-    b1 = shapes.body[s1]
+    s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     return s0, s1, b0, b1, inverse_mass_of(body_inv_mass, b0) > 0.0, inverse_mass_of(body_inv_mass, b1) > 0.0
 
 
@@ -277,10 +275,9 @@ def contact_response_kernel(
         return
     x = contact_point[c]
     n = contact_normal[c]
-    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, shapes.body[contacts.shape0[c]],
-                        x)
-         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts,
-                          shapes.body[contacts.shape1[c]], x))
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x)
+         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x))
     plane = wp.identity(n=3, dtype=float) - wp.outer(n, n)
     contact_response[c] = wp.vec2(wp.dot(n, k * n), largest_in_plane(plane * k * plane))
 
@@ -317,8 +314,7 @@ def contact_sweep_kernel(
         return  # not active this step
     kd = law[1]
     w = contact_response[c]
-    b0 = shapes.body[contacts.shape0[c]]
-    b1 = shapes.body[contacts.shape1[c]]
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     x = contact_point[c]
     n = contact_normal[c]
     old = force_in[c]

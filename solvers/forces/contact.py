@@ -64,19 +64,18 @@ gains and of the friction bound then include the body's mass and inertia at that
 and the sliding direction. A kinematic body pushes particles but takes no reaction.
 """
 
-import functools
-
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, shape_world_pose, type_tag
+from ...collision.sdf import ShapeGeometry, shape_types, shape_world_pose
 from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
+from .contact_sides import kernel_per_shape_types, soft_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -148,13 +147,8 @@ def coulomb_projection(f: wp.vec3, limit: float):
     return f * (limit / wp.max(magnitude, limit))
 
 
-@functools.cache
-def particle_shape_contact_kernel_for(types: frozenset):
-    """``particle_shape_contact_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
-    module of its own: a scene compiles only the distance functions of the shapes it has."""
-    sdf_at = shape_sdf_at_for(types)
-
-    @wp.kernel(name=f"particle_shape_contact_kernel_{type_tag(types)}", module="unique")
+def _particle_shape_contact_kernel(sdf_at, tag: str):
+    @wp.kernel(name=f"particle_shape_contact_kernel_{tag}", module="unique")
     def particle_shape_contact_kernel(
         # Model:
         radius: wp.array(dtype=float),
@@ -184,9 +178,7 @@ def particle_shape_contact_kernel_for(types: frozenset):
         c = wp.tid()
         if c >= contacts.count[0]:
             return
-        p = contacts.particle[c]
-        s = contacts.shape[c]
-        b = shapes.body[s]
+        p, s, b = soft_contact_sides(contacts, shapes, c)
         w = inv_mass[p]
         body_dynamic = False
         if b >= 0:
@@ -219,8 +211,11 @@ def particle_shape_contact_kernel_for(types: frozenset):
             # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
             wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
 
-    on_demand(particle_shape_contact_kernel.module)  # a module of its own: backward compiled once gradients are wanted
     return particle_shape_contact_kernel
+
+
+# particle_shape_contact_kernel_for(types): the kernel for the shape types in ``types`` (``sdf.shape_types(model)``)
+particle_shape_contact_kernel_for = kernel_per_shape_types(_particle_shape_contact_kernel)
 
 
 @wp.func

@@ -47,6 +47,14 @@ def world_inertia_times_d(q: wp.quatd, inertia: wp.mat33d, w: wp.vec3d):
 
 
 @wp.func
+def com_velocity_after(v: wp.vec3, f: wp.vec3, inv_mass: float, gravity: wp.vec3, dt: float):
+    """v + dt (f / m + g): a dynamic body's centre-of-mass velocity after ``dt`` under force ``f`` [N] and gravity.
+    Shared by this step, XPBD's prediction (``xpbd_bodies.py``) and the SemiImplicitSolver's end-of-step
+    velocities of contact friction (``solvers/forces/body_contact.py``), so all three mean the same by a force."""
+    return v + dt * (f * inv_mass + gravity)
+
+
+@wp.func
 def momentum_step(q: wp.quat, inertia: wp.mat33, w: wp.vec3, torque: wp.vec3, dt: float):
     """A dynamic body's step in momentum form, in float64: its orientation ``q`` (renormalized), its inverse
     inertia (body frame) and its world angular momentum about the com after ``dt``, L' = I_w(q) w + dt tau.
@@ -86,7 +94,7 @@ def integrate_bodies_kernel(
     q = wp.transform_get_rotation(pose)
     if m_inv > 0.0:
         f = body_f[b]
-        v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
+        v = com_velocity_after(v, wp.spatial_top(f), m_inv, world_gravity(gravity, body_world[b]), dt)
         qd64, i64_inv, L = momentum_step(q, inertia[b], w, wp.spatial_bottom(f), dt)
         qd64 = rotate_by_d(qd64, world_inertia_times_d(qd64, i64_inv, L), wp.float64(dt))
         w64 = world_inertia_times_d(qd64, i64_inv, L)

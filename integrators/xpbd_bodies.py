@@ -21,7 +21,7 @@ import warp as wp
 
 from ..autodiff.backward_code import on_demand
 from .euler import world_gravity
-from .euler_bodies import momentum_step, rotate_by_d, to_d, world_inertia_times_d
+from .euler_bodies import com_velocity_after, momentum_step, rotate_by_d, to_d, world_inertia_times_d
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -76,7 +76,7 @@ def predict_body_motion_kernel(
     dq = wp.quat_identity()
     if m_inv > 0.0:
         f = body_f[b]
-        v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
+        v = com_velocity_after(v, wp.spatial_top(f), m_inv, world_gravity(gravity, body_world[b]), dt)
         # the rotation in float64 and momentum form, as euler_bodies.integrate_bodies_kernel
         q64, i64_inv, L = momentum_step(wp.transform_get_rotation(pose), inertia[b], w, wp.spatial_bottom(f), dt)
         dq64 = rotate_by_d(wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), one),

@@ -61,6 +61,8 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
+from ...integrators.euler import world_gravity
+from ...integrators.euler_bodies import com_velocity_after
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
@@ -193,7 +195,7 @@ def predict_body_velocities_kernel(
     inv_mass = body_inv_mass[b]
     if inv_mass > 0.0:
         f = body_f_other[b]
-        v = v + dt * (wp.spatial_top(f) * inv_mass + gravity[wp.max(body_world[b], 0)])
+        v = com_velocity_after(v, wp.spatial_top(f), inv_mass, world_gravity(gravity, body_world[b]), dt)
         w = w + dt * (inv_inertia * wp.spatial_bottom(f))
     body_qd_pred[b] = wp.spatial_vector(v, w)
     body_com_world[b] = wp.transform_point(body_q[b], body_com[b])

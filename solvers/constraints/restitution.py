@@ -16,7 +16,7 @@ from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
-from ..forces.contact_sides import rigid_contact_sides
+from ..forces.contact_sides import contact_threads, rigid_contact_sides
 from ..step_data import stage
 from .body_frames import body_frame, point_motion
 from .body_jacobi import split_factors
@@ -173,26 +173,26 @@ def solve_contact_velocities(model, data) -> None:
     """
     if model.body_count == 0:
         return
-    b, contacts, solver = data.buffers, data.contacts, data.solver
+    b, solver = data.buffers, data.solver
     qd, dqd = b.rows.body_qd, b.rows.body_dqd
     iterations = len(dqd)
     b.body_dqd.zero_()
-    active = contacts is not None and contacts.rigid_contact_max > 0
-    if active:
+    threads = contact_threads(model, data).rigid
+    if threads:
         lam = b.rows.contact_lambda[-1]
         b.contact_split.zero_()
-        wp.launch(count_pushing_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        wp.launch(count_pushing_contacts_kernel, dim=threads, device=model.device,
                   inputs=[data.shapes, data.rigid_contacts, lam], outputs=[b.contact_split])
         split_factors(model, solver.split_exponent, b.contact_split)
-        wp.launch(prepare_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        wp.launch(prepare_contact_velocities_kernel, dim=threads, device=model.device,
                   inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                           model.shape_material_restitution, data.state_in.body_q, data.state_in.body_qd,
                           data.rigid_contacts, data.state_out.body_q, b.rows.body_motion[-1], b.contact_split, lam,
                           solver.restitution_threshold],
                   outputs=[b.contact_rows])
     for k in range(iterations):
-        if active:
-            wp.launch(solve_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        if threads:
+            wp.launch(solve_contact_velocities_kernel, dim=threads, device=model.device,
                       inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k]],
                       outputs=[dqd[k]])
         out = qd[k + 1] if k + 1 < iterations else data.state_out.body_qd

@@ -43,7 +43,7 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
-from ..forces.contact_sides import rigid_contact_sides
+from ..forces.contact_sides import contact_threads, rigid_contact_sides
 from ..step_data import stage
 from .body_frames import (
     add_positional,
@@ -133,12 +133,12 @@ def solve_body_contacts(model, data, k: int) -> None:
 
     The bodies' frames on that iterate come from ``eval_body_frames`` / ``apply_body_corrections``.
     """
-    contacts = data.contacts
-    if contacts is None or model.body_count == 0 or contacts.rigid_contact_max == 0:
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     b = data.buffers
     rows = b.rows
-    wp.launch(solve_body_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+    wp.launch(solve_body_contacts_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, model.shape_material_mu, data.rigid_contacts,
                       rows.body_q[k], rows.body_motion[k], rows.frame_com[k], rows.frame_inv_inertia[k], b.split,
                       rows.contact_lambda[k], data.solver.max_depenetration_velocity * data.dt],

@@ -66,7 +66,7 @@ from ...integrators.euler_bodies import com_velocity_after
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
-from .contact_sides import rigid_contact_sides
+from .contact_sides import contact_threads, rigid_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -354,11 +354,6 @@ def add_wrenches_kernel(
     wp.atomic_add(body_f, b, wrench[b])
 
 
-def _has_rigid_contacts(model, data) -> bool:
-    contacts = data.contacts
-    return contacts is not None and model.body_count > 0 and contacts.rigid_contact_max > 0
-
-
 @stage("shape-shape contact", writes=lambda data: {"body_f": data.state_out.body_f})
 def eval_body_contact_forces(model, data) -> None:
     """Stage: the penalty springs of every shape-shape contact point, into ``state_out.body_f``.
@@ -368,11 +363,12 @@ def eval_body_contact_forces(model, data) -> None:
     (spring force, damping coefficient, mu) (``contact_point``, ``contact_normal``, ``contact_law``; a
     negative spring force marks an inactive contact).
     """
-    if not _has_rigid_contacts(model, data):
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     buffers, state = data.buffers, data.state_in
     buffers.body_contact_counts.zero_()
-    wp.launch(body_contact_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+    wp.launch(body_contact_kernel, dim=threads, device=model.device,
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                       model.shape_material_ke, model.shape_material_kd, model.shape_material_tau,
                       model.shape_material_zeta, model.shape_material_mu, data.penalty_law, state.body_q,
@@ -388,7 +384,8 @@ def eval_body_contact_sweeps(model, data) -> None:
     so far, the step buffer ``body_f_other``): ``solver.contact_iterations`` Jacobi sweeps, each moving
     every contact's damping and friction ``solver.contact_relaxation`` times the way to the end-of-step
     velocity's (the last sweep plainly), and the last sweep's wrenches into ``state_out.body_f``."""
-    if not _has_rigid_contacts(model, data):
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     solver, state, buffers, dt = data.solver, data.state_in, data.buffers, data.dt
     wp.copy(buffers.body_f_other, data.state_out.body_f)  # a tape records it: the sweeps' inputs stay as they were
@@ -396,7 +393,7 @@ def eval_body_contact_sweeps(model, data) -> None:
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, model.body_world, model.gravity,
                       state.body_q, state.body_qd, buffers.body_f_other, dt],
               outputs=[buffers.body_qd_pred, buffers.body_com_world, buffers.body_inv_inertia_world])
-    wp.launch(contact_response_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+    wp.launch(contact_response_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.body_contact_counts,
                       buffers.contact_point, buffers.contact_normal, buffers.contact_law, buffers.body_com_world,
                       buffers.body_inv_inertia_world],
@@ -408,7 +405,7 @@ def eval_body_contact_sweeps(model, data) -> None:
         # over-relaxed sweeps reach the slow modes of many contacts sooner; the last one is plain, so a lone
         # contact (and any mode one sweep resolves) ends exactly where it should
         relaxation = solver.contact_relaxation if k < sweeps - 1 else 1.0
-        wp.launch(contact_sweep_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+        wp.launch(contact_sweep_kernel, dim=threads, device=model.device,
                   inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.contact_point,
                           buffers.contact_normal, buffers.contact_law, buffers.contact_response, buffers.body_qd_pred,
                           buffers.body_com_world, buffers.body_inv_inertia_world, forces[k], wrenches[k],

@@ -75,7 +75,7 @@ from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
-from .contact_sides import kernel_per_shape_types, soft_contact_sides
+from .contact_sides import contact_threads, kernel_per_shape_types, soft_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -266,9 +266,7 @@ def particle_pair_contact_kernel(
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
-    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is
-    # ~12 per particle and mostly empty (a cloth has none), and even an idle thread costs its share in the
-    # adjoint kernel
+    # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
@@ -279,11 +277,11 @@ def particle_pair_contact_kernel(
                                                                   "body_f": data.state_out.body_f})
 def eval_particle_shape_contact_forces(model, data) -> None:
     """Stage: penalty contact of particles against shapes; shapes on dynamic bodies take the reaction in ``body_f``."""
-    contacts = data.contacts
-    if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
+    threads = contact_threads(model, data).soft
+    if threads == 0:
         return
     state, out = data.state_in, data.state_out
-    wp.launch(particle_shape_contact_kernel_for(shape_types(model)), dim=contacts.soft_contact_max, device=model.device,
+    wp.launch(particle_shape_contact_kernel_for(shape_types(model)), dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
                       model.shape_material_tau, model.shape_material_zeta, model.shape_material_mu,
@@ -295,10 +293,9 @@ def eval_particle_shape_contact_forces(model, data) -> None:
 @stage("particle-particle contact", writes=lambda data: {"particle_f": data.state_out.particle_f})
 def eval_particle_pair_contact_forces(model, data) -> None:
     """Stage: penalty contact with friction between the particle pairs ``collide`` found."""
-    contacts = data.contacts
-    if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
+    threads = contact_threads(model, data).pairs
+    if threads == 0:
         return
-    threads = min(model.particle_count, contacts.particle_pair_max)
     state = data.state_in
     wp.launch(particle_pair_contact_kernel, dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, data.penalty_law, state.particle_q,

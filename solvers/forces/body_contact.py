@@ -64,7 +64,13 @@ from ...collision.sdf import ShapeGeometry
 from ...integrators.euler import world_gravity
 from ...integrators.euler_bodies import com_velocity_after
 from ..step_data import stage
-from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
+from .body_dynamics import (
+    inverse_mass_along,
+    inverse_mass_matrix,
+    inverse_mass_of,
+    world_inverse_inertia,
+    wrench_at,
+)
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
 from .contact_sides import contact_threads, rigid_contact_sides
 
@@ -233,14 +239,11 @@ def split_response(
     b: int,
     x: wp.vec3,
 ):
-    """n K: body ``b``'s inverse mass matrix at ``x`` (K = 1/m I + [r]x^T I_w^-1 [r]x, the velocity change there
-    per unit impulse) times its count n of contacts (its mass split among them); zero for the world and
-    kinematic bodies."""
+    """n K: body ``b``'s inverse mass matrix at ``x`` (``inverse_mass_matrix``, the velocity change there per unit
+    impulse) times its count n of contacts (its mass split among them); zero for the world and kinematic bodies."""
     if b < 0:
         return wp.mat33(0.0)
-    rx = wp.skew(x - body_com_world[b])
-    k = wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * body_inv_inertia_world[b] * rx
-    return float(counts[b]) * k
+    return float(counts[b]) * inverse_mass_matrix(body_inv_mass[b], body_inv_inertia_world[b], x - body_com_world[b])
 
 
 @wp.func

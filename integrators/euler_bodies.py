@@ -41,9 +41,32 @@ def to_d(v: wp.vec3):
 
 
 @wp.func
+def to_f(v: wp.vec3d):
+    return wp.vec3(float(v[0]), float(v[1]), float(v[2]))
+
+
+@wp.func
+def quat_d(q: wp.quat):
+    return wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3]))
+
+
+@wp.func
+def quat_f(q: wp.quatd):
+    return wp.quat(float(q[0]), float(q[1]), float(q[2]), float(q[3]))
+
+
+@wp.func
 def world_inertia_times_d(q: wp.quatd, inertia: wp.mat33d, w: wp.vec3d):
     """R I R^T w for a body-frame inertia (or inverse inertia) and orientation q, in float64."""
     return wp.quat_rotate(q, inertia * wp.quat_rotate_inv(q, w))
+
+
+@wp.func
+def com_velocity_after(v: wp.vec3, f: wp.vec3, inv_mass: float, gravity: wp.vec3, dt: float):
+    """v + dt (f / m + g): a dynamic body's centre-of-mass velocity after ``dt`` under force ``f`` [N] and gravity.
+    Shared by this step, XPBD's prediction (``xpbd_bodies.py``) and the SemiImplicitSolver's end-of-step
+    velocities of contact friction (``solvers/forces/body_contact.py``), so all three mean the same by a force."""
+    return v + dt * (f * inv_mass + gravity)
 
 
 @wp.func
@@ -52,7 +75,7 @@ def momentum_step(q: wp.quat, inertia: wp.mat33, w: wp.vec3, torque: wp.vec3, dt
     inertia (body frame) and its world angular momentum about the com after ``dt``, L' = I_w(q) w + dt tau.
     (float32 rounding of L -> w -> L each step is biased and drifts L linearly.) Shared by the symplectic-Euler
     step here and XPBD's prediction (``xpbd_bodies.py``), so both mean the same by torques."""
-    q64 = wp.normalize(wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])))
+    q64 = wp.normalize(quat_d(q))
     i64 = wp.mat33d(inertia)
     L = world_inertia_times_d(q64, i64, to_d(w)) + wp.float64(dt) * to_d(torque)
     return q64, wp.inverse(i64), L
@@ -86,12 +109,11 @@ def integrate_bodies_kernel(
     q = wp.transform_get_rotation(pose)
     if m_inv > 0.0:
         f = body_f[b]
-        v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
+        v = com_velocity_after(v, wp.spatial_top(f), m_inv, world_gravity(gravity, body_world[b]), dt)
         qd64, i64_inv, L = momentum_step(q, inertia[b], w, wp.spatial_bottom(f), dt)
         qd64 = rotate_by_d(qd64, world_inertia_times_d(qd64, i64_inv, L), wp.float64(dt))
-        w64 = world_inertia_times_d(qd64, i64_inv, L)
-        w = wp.vec3(float(w64[0]), float(w64[1]), float(w64[2]))
-        q = wp.quat(float(qd64[0]), float(qd64[1]), float(qd64[2]), float(qd64[3]))
+        w = to_f(world_inertia_times_d(qd64, i64_inv, L))
+        q = quat_f(qd64)
     else:
         q = rotate_by(q, w, dt)
     x = x + dt * v

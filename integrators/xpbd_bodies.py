@@ -21,7 +21,16 @@ import warp as wp
 
 from ..autodiff.backward_code import on_demand
 from .euler import world_gravity
-from .euler_bodies import momentum_step, rotate_by_d, to_d, world_inertia_times_d
+from .euler_bodies import (
+    com_velocity_after,
+    momentum_step,
+    quat_d,
+    quat_f,
+    rotate_by_d,
+    to_d,
+    to_f,
+    world_inertia_times_d,
+)
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -34,16 +43,6 @@ def pose_from_motion(X_start: wp.transform, com: wp.vec3, motion: wp.transform):
     c = wp.transform_point(X_start, com) + wp.transform_get_translation(motion)
     q = wp.normalize(wp.transform_get_rotation(motion) * wp.transform_get_rotation(X_start))
     return wp.transform(c - wp.quat_rotate(q, com), q)
-
-
-@wp.func
-def quat_d(q: wp.quat):
-    return wp.quatd(wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3]))
-
-
-@wp.func
-def quat_f(q: wp.quatd):
-    return wp.quat(float(q[0]), float(q[1]), float(q[2]), float(q[3]))
 
 
 @wp.kernel
@@ -76,13 +75,12 @@ def predict_body_motion_kernel(
     dq = wp.quat_identity()
     if m_inv > 0.0:
         f = body_f[b]
-        v = v + dt * (wp.spatial_top(f) * m_inv + world_gravity(gravity, body_world[b]))
+        v = com_velocity_after(v, wp.spatial_top(f), m_inv, world_gravity(gravity, body_world[b]), dt)
         # the rotation in float64 and momentum form, as euler_bodies.integrate_bodies_kernel
         q64, i64_inv, L = momentum_step(wp.transform_get_rotation(pose), inertia[b], w, wp.spatial_bottom(f), dt)
         dq64 = rotate_by_d(wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), one),
                            world_inertia_times_d(q64, i64_inv, L), wp.float64(dt))
-        w64 = world_inertia_times_d(wp.normalize(dq64 * q64), i64_inv, L)
-        w = wp.vec3(float(w64[0]), float(w64[1]), float(w64[2]))
+        w = to_f(world_inertia_times_d(wp.normalize(dq64 * q64), i64_inv, L))
         dq = quat_f(dq64)
     else:
         dq = wp.normalize(wp.quat(w[0] * (0.5 * dt), w[1] * (0.5 * dt), w[2] * (0.5 * dt), 1.0))
@@ -134,8 +132,7 @@ def update_body_velocities_kernel(
         q0 = wp.normalize(quat_d(wp.transform_get_rotation(pose_pred[b])))
         q1 = wp.normalize(quat_d(wp.transform_get_rotation(pose_solved[b])))
         L = world_inertia_times_d(q0, i64, to_d(w))
-        w64 = world_inertia_times_d(q1, wp.inverse(i64), L) + dw
-        w = wp.vec3(float(w64[0]), float(w64[1]), float(w64[2]))
+        w = to_f(world_inertia_times_d(q1, wp.inverse(i64), L) + dw)
     pose_out[b] = pose_solved[b]
     qd_out[b] = wp.spatial_vector(v, w)
 

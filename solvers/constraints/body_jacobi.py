@@ -27,6 +27,7 @@ from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry
 from ...integrators.xpbd_bodies import pose_from_motion
+from ..forces.contact_sides import contact_threads, rigid_contact_sides
 from ..step_data import stage
 from .body_frames import world_frame
 
@@ -47,8 +48,7 @@ def count_contact_constraints_kernel(
 ):
     c = wp.tid()
     if c < contacts.capacity and c < contacts.count[0]:
-        b0 = shapes.body[contacts.shape0[c]]
-        b1 = shapes.body[contacts.shape1[c]]
+        _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
         g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
         if g.depth <= 0.0:
             b0 = -1
@@ -90,11 +90,10 @@ def count_body_constraints(model, data) -> None:
     """
     if model.body_count == 0:
         return
-    b, contacts = data.buffers, data.contacts
+    b = data.buffers
     wp.copy(b.split, data.solver.joint_rows)
-    n = 0
-    if contacts is not None:
-        n = max(contacts.rigid_contact_max, contacts.soft_contact_max if model.shape_count else 0)
+    threads = contact_threads(model, data)
+    n = max(threads.rigid, threads.soft)
     if n > 0:
         wp.launch(count_contact_constraints_kernel, dim=n, device=model.device,
                   inputs=[data.shapes, b.rows.body_q[0], data.rigid_contacts, data.soft_contacts],

@@ -35,14 +35,13 @@ Motions are step-local (``jacobi.py``): friction and the push read the
 displacement since the step began, exact at any distance from the origin.
 """
 
-import functools
-
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, type_tag
+from ...collision.sdf import ShapeGeometry, shape_types
+from ..forces.contact_sides import contact_threads, kernel_per_shape_types, soft_contact_sides
 from ..step_data import stage
 from .body_frames import (
     add_positional,
@@ -80,13 +79,8 @@ def contact_push(depth: float, normal_motion: float, max_push: float):
     return wp.min(depth, max_push - normal_motion)
 
 
-@functools.cache
-def solve_shape_contacts_kernel_for(types: frozenset):
-    """``solve_shape_contacts_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
-    module of its own: a scene compiles only the distance functions of the shapes it has."""
-    sdf_at = shape_sdf_at_for(types)
-
-    @wp.kernel(name=f"solve_shape_contacts_kernel_{type_tag(types)}", module="unique")
+def _solve_shape_contacts_kernel(sdf_at, tag: str):
+    @wp.kernel(name=f"solve_shape_contacts_kernel_{tag}", module="unique")
     def solve_shape_contacts_kernel(
         # Model:
         radius: wp.array(dtype=float),
@@ -112,9 +106,7 @@ def solve_shape_contacts_kernel_for(types: frozenset):
         c = wp.tid()
         if c >= contacts.count[0]:
             return
-        p = contacts.particle[c]
-        s = contacts.shape[c]
-        b = shapes.body[s]
+        p, s, b = soft_contact_sides(contacts, shapes, c)
         r = radius[p]
         xp = x_start[p] + dx[p]
         if b < 0:
@@ -159,8 +151,11 @@ def solve_shape_contacts_kernel_for(types: frozenset):
         wp.atomic_add(delta, p, impulse * wp_)
         add_positional(body_delta, b, fb, body_split, rb, -impulse)
 
-    on_demand(solve_shape_contacts_kernel.module)  # a module of its own: backward compiled once gradients are wanted
     return solve_shape_contacts_kernel
+
+
+# solve_shape_contacts_kernel_for(types): the kernel for the shape types in ``types`` (``sdf.shape_types(model)``)
+solve_shape_contacts_kernel_for = kernel_per_shape_types(_solve_shape_contacts_kernel)
 
 
 @wp.func
@@ -213,8 +208,7 @@ def solve_particle_contacts_kernel(
     # Data out:
     delta: wp.array(dtype=wp.vec3),
 ):
-    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is ~12 per
-    # particle and mostly empty (a cloth has none), and even an idle thread costs its share in the adjoint kernel
+    # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
@@ -224,12 +218,12 @@ def solve_particle_contacts_kernel(
 @stage("particle-shape contact")
 def solve_shape_contacts(model, data, k: int) -> None:
     """Stage: particles of iterate k against shapes; shapes on bodies are placed by body iterate k and pushed back."""
-    contacts = data.contacts
-    if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
+    threads = contact_threads(model, data).soft
+    if threads == 0:
         return
     b, state_in = data.buffers, data.state_in
     rows = b.rows
-    wp.launch(solve_shape_contacts_kernel_for(shape_types(model)), dim=contacts.soft_contact_max, device=model.device,
+    wp.launch(solve_shape_contacts_kernel_for(shape_types(model)), dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
                       data.soft_contacts, rows.dx[k], rows.body_q[k], rows.body_motion[k], b.split,
@@ -240,10 +234,9 @@ def solve_shape_contacts(model, data, k: int) -> None:
 @stage("particle-particle contact")
 def solve_particle_contacts(model, data, k: int) -> None:
     """Stage: particle pairs of iterate k pushed apart, with friction."""
-    contacts = data.contacts
-    if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
+    threads = contact_threads(model, data).pairs
+    if threads == 0:
         return
-    threads = min(model.particle_count, contacts.particle_pair_max)
     rows = data.buffers.rows
     wp.launch(solve_particle_contacts_kernel, dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.particle_mu, data.state_in.particle_q,

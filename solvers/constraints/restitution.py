@@ -16,6 +16,7 @@ from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
+from ..forces.contact_sides import contact_threads, rigid_contact_sides
 from ..step_data import stage
 from .body_frames import body_frame, point_motion
 from .body_jacobi import split_factors
@@ -37,8 +38,7 @@ def count_pushing_contacts_kernel(
     c = wp.tid()
     if c >= contacts.count[0] or lam[c][0] <= 0.0:
         return
-    b0 = shapes.body[contacts.shape0[c]]
-    b1 = shapes.body[contacts.shape1[c]]
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     if b0 >= 0:
         wp.atomic_add(split, b0, 1.0)
     if b1 >= 0:
@@ -78,10 +78,7 @@ def prepare_contact_velocities_kernel(
     row = contact_velocity_row()
     if c < contacts.count[0]:
         if lam[c][0] > 0.0:  # only contacts that pushed in the position pass
-            s0 = contacts.shape0[c]
-            s1 = contacts.shape1[c]
-            b0 = shapes.body[s0]
-            b1 = shapes.body[s1]
+            s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
             g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
             f0 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b0)
             f1 = body_frame(body_q, body_com, body_inv_mass, body_inv_inertia, split, b1)
@@ -148,8 +145,7 @@ def solve_contact_velocities_kernel(
     w_n = row[16]
     if w_n <= 0.0:
         return
-    b0 = shapes.body[contacts.shape0[c]]
-    b1 = shapes.body[contacts.shape1[c]]
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     n = row_vec3(row, 0)
     qd0 = body_velocity(body_qd, b0)
     qd1 = body_velocity(body_qd, b1)
@@ -177,26 +173,26 @@ def solve_contact_velocities(model, data) -> None:
     """
     if model.body_count == 0:
         return
-    b, contacts, solver = data.buffers, data.contacts, data.solver
+    b, solver = data.buffers, data.solver
     qd, dqd = b.rows.body_qd, b.rows.body_dqd
     iterations = len(dqd)
     b.body_dqd.zero_()
-    active = contacts is not None and contacts.rigid_contact_max > 0
-    if active:
+    threads = contact_threads(model, data).rigid
+    if threads:
         lam = b.rows.contact_lambda[-1]
         b.contact_split.zero_()
-        wp.launch(count_pushing_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        wp.launch(count_pushing_contacts_kernel, dim=threads, device=model.device,
                   inputs=[data.shapes, data.rigid_contacts, lam], outputs=[b.contact_split])
         split_factors(model, solver.split_exponent, b.contact_split)
-        wp.launch(prepare_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        wp.launch(prepare_contact_velocities_kernel, dim=threads, device=model.device,
                   inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                           model.shape_material_restitution, data.state_in.body_q, data.state_in.body_qd,
                           data.rigid_contacts, data.state_out.body_q, b.rows.body_motion[-1], b.contact_split, lam,
                           solver.restitution_threshold],
                   outputs=[b.contact_rows])
     for k in range(iterations):
-        if active:
-            wp.launch(solve_contact_velocities_kernel, dim=contacts.rigid_contact_max, device=model.device,
+        if threads:
+            wp.launch(solve_contact_velocities_kernel, dim=threads, device=model.device,
                       inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k]],
                       outputs=[dqd[k]])
         out = qd[k + 1] if k + 1 < iterations else data.state_out.body_qd

@@ -43,6 +43,7 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
+from ..forces.contact_sides import contact_threads, rigid_contact_sides
 from ..step_data import stage
 from .body_frames import (
     add_positional,
@@ -82,10 +83,7 @@ def solve_body_contacts_kernel(
     dlam_n = float(0.0)
     dlam_t = float(0.0)
     if c < contacts.count[0]:
-        s0 = contacts.shape0[c]
-        s1 = contacts.shape1[c]
-        b0 = shapes.body[s0]
-        b1 = shapes.body[s1]
+        s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
         g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
         f0 = cached_body_frame(body_q, frame_com, frame_inv_inertia, body_inv_mass, split, b0)
         f1 = cached_body_frame(body_q, frame_com, frame_inv_inertia, body_inv_mass, split, b1)
@@ -135,12 +133,12 @@ def solve_body_contacts(model, data, k: int) -> None:
 
     The bodies' frames on that iterate come from ``eval_body_frames`` / ``apply_body_corrections``.
     """
-    contacts = data.contacts
-    if contacts is None or model.body_count == 0 or contacts.rigid_contact_max == 0:
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     b = data.buffers
     rows = b.rows
-    wp.launch(solve_body_contacts_kernel, dim=contacts.rigid_contact_max, device=model.device,
+    wp.launch(solve_body_contacts_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, model.shape_material_mu, data.rigid_contacts,
                       rows.body_q[k], rows.body_motion[k], rows.frame_com[k], rows.frame_inv_inertia[k], b.split,
                       rows.contact_lambda[k], data.solver.max_depenetration_velocity * data.dt],

@@ -61,9 +61,18 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
+from ...integrators.euler import world_gravity
+from ...integrators.euler_bodies import com_velocity_after
 from ..step_data import stage
-from .body_dynamics import inverse_mass_along, inverse_mass_of, world_inverse_inertia, wrench_at
+from .body_dynamics import (
+    inverse_mass_along,
+    inverse_mass_matrix,
+    inverse_mass_of,
+    world_inverse_inertia,
+    wrench_at,
+)
 from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
+from .contact_sides import contact_threads, rigid_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -71,10 +80,7 @@ on_demand(__name__)  # backward code compiled once gradients are wanted
 @wp.func
 def contact_bodies(body_inv_mass: wp.array(dtype=float), shapes: ShapeGeometry, contacts: RigidContacts, c: int):
     """(shape 0, shape 1, body 0, body 1, body 0 dynamic, body 1 dynamic) of contact ``c``."""
-    s0 = contacts.shape0[c]
-    s1 = contacts.shape1[c]
-    b0 = shapes.body[s0]
-    b1 = shapes.body[s1]
+    s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     return s0, s1, b0, b1, inverse_mass_of(body_inv_mass, b0) > 0.0, inverse_mass_of(body_inv_mass, b1) > 0.0
 
 
@@ -195,7 +201,7 @@ def predict_body_velocities_kernel(
     inv_mass = body_inv_mass[b]
     if inv_mass > 0.0:
         f = body_f_other[b]
-        v = v + dt * (wp.spatial_top(f) * inv_mass + gravity[wp.max(body_world[b], 0)])
+        v = com_velocity_after(v, wp.spatial_top(f), inv_mass, world_gravity(gravity, body_world[b]), dt)
         w = w + dt * (inv_inertia * wp.spatial_bottom(f))
     body_qd_pred[b] = wp.spatial_vector(v, w)
     body_com_world[b] = wp.transform_point(body_q[b], body_com[b])
@@ -233,14 +239,11 @@ def split_response(
     b: int,
     x: wp.vec3,
 ):
-    """n K: body ``b``'s inverse mass matrix at ``x`` (K = 1/m I + [r]x^T I_w^-1 [r]x, the velocity change there
-    per unit impulse) times its count n of contacts (its mass split among them); zero for the world and
-    kinematic bodies."""
+    """n K: body ``b``'s inverse mass matrix at ``x`` (``inverse_mass_matrix``, the velocity change there per unit
+    impulse) times its count n of contacts (its mass split among them); zero for the world and kinematic bodies."""
     if b < 0:
         return wp.mat33(0.0)
-    rx = wp.skew(x - body_com_world[b])
-    k = wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * body_inv_inertia_world[b] * rx
-    return float(counts[b]) * k
+    return float(counts[b]) * inverse_mass_matrix(body_inv_mass[b], body_inv_inertia_world[b], x - body_com_world[b])
 
 
 @wp.func
@@ -277,10 +280,9 @@ def contact_response_kernel(
         return
     x = contact_point[c]
     n = contact_normal[c]
-    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, shapes.body[contacts.shape0[c]],
-                        x)
-         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts,
-                          shapes.body[contacts.shape1[c]], x))
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x)
+         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x))
     plane = wp.identity(n=3, dtype=float) - wp.outer(n, n)
     contact_response[c] = wp.vec2(wp.dot(n, k * n), largest_in_plane(plane * k * plane))
 
@@ -317,8 +319,7 @@ def contact_sweep_kernel(
         return  # not active this step
     kd = law[1]
     w = contact_response[c]
-    b0 = shapes.body[contacts.shape0[c]]
-    b1 = shapes.body[contacts.shape1[c]]
+    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
     x = contact_point[c]
     n = contact_normal[c]
     old = force_in[c]
@@ -356,11 +357,6 @@ def add_wrenches_kernel(
     wp.atomic_add(body_f, b, wrench[b])
 
 
-def _has_rigid_contacts(model, data) -> bool:
-    contacts = data.contacts
-    return contacts is not None and model.body_count > 0 and contacts.rigid_contact_max > 0
-
-
 @stage("shape-shape contact", writes=lambda data: {"body_f": data.state_out.body_f})
 def eval_body_contact_forces(model, data) -> None:
     """Stage: the penalty springs of every shape-shape contact point, into ``state_out.body_f``.
@@ -370,11 +366,12 @@ def eval_body_contact_forces(model, data) -> None:
     (spring force, damping coefficient, mu) (``contact_point``, ``contact_normal``, ``contact_law``; a
     negative spring force marks an inactive contact).
     """
-    if not _has_rigid_contacts(model, data):
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     buffers, state = data.buffers, data.state_in
     buffers.body_contact_counts.zero_()
-    wp.launch(body_contact_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+    wp.launch(body_contact_kernel, dim=threads, device=model.device,
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                       model.shape_material_ke, model.shape_material_kd, model.shape_material_tau,
                       model.shape_material_zeta, model.shape_material_mu, data.penalty_law, state.body_q,
@@ -390,7 +387,8 @@ def eval_body_contact_sweeps(model, data) -> None:
     so far, the step buffer ``body_f_other``): ``solver.contact_iterations`` Jacobi sweeps, each moving
     every contact's damping and friction ``solver.contact_relaxation`` times the way to the end-of-step
     velocity's (the last sweep plainly), and the last sweep's wrenches into ``state_out.body_f``."""
-    if not _has_rigid_contacts(model, data):
+    threads = contact_threads(model, data).rigid
+    if threads == 0:
         return
     solver, state, buffers, dt = data.solver, data.state_in, data.buffers, data.dt
     wp.copy(buffers.body_f_other, data.state_out.body_f)  # a tape records it: the sweeps' inputs stay as they were
@@ -398,7 +396,7 @@ def eval_body_contact_sweeps(model, data) -> None:
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, model.body_world, model.gravity,
                       state.body_q, state.body_qd, buffers.body_f_other, dt],
               outputs=[buffers.body_qd_pred, buffers.body_com_world, buffers.body_inv_inertia_world])
-    wp.launch(contact_response_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+    wp.launch(contact_response_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.body_contact_counts,
                       buffers.contact_point, buffers.contact_normal, buffers.contact_law, buffers.body_com_world,
                       buffers.body_inv_inertia_world],
@@ -410,7 +408,7 @@ def eval_body_contact_sweeps(model, data) -> None:
         # over-relaxed sweeps reach the slow modes of many contacts sooner; the last one is plain, so a lone
         # contact (and any mode one sweep resolves) ends exactly where it should
         relaxation = solver.contact_relaxation if k < sweeps - 1 else 1.0
-        wp.launch(contact_sweep_kernel, dim=data.contacts.rigid_contact_max, device=model.device,
+        wp.launch(contact_sweep_kernel, dim=threads, device=model.device,
                   inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.contact_point,
                           buffers.contact_normal, buffers.contact_law, buffers.contact_response, buffers.body_qd_pred,
                           buffers.body_com_world, buffers.body_inv_inertia_world, forces[k], wrenches[k],

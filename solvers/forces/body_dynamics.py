@@ -33,6 +33,15 @@ def world_inverse_inertia(body_q: wp.array(dtype=wp.transform), body_inv_inertia
 
 
 @wp.func
+def inverse_mass_matrix(inv_mass: float, inv_inertia_w: wp.mat33, r: wp.vec3):
+    """K = 1/m I + [r]x^T I_w^-1 [r]x [1/kg]: the velocity change at lever arm ``r`` (world, from the centre of
+    mass) per unit impulse there, of a body with inverse mass ``inv_mass`` and world inverse inertia
+    ``inv_inertia_w``."""
+    rx = wp.skew(r)
+    return wp.identity(n=3, dtype=float) * inv_mass + wp.transpose(rx) * inv_inertia_w * rx
+
+
+@wp.func
 def body_inverse_mass_at(
     body_q: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
@@ -43,16 +52,14 @@ def body_inverse_mass_at(
 ):
     """Inverse mass matrix [1/kg] of body ``b`` at world point ``x``: the velocity change there per unit impulse.
 
-    K = 1/m I + [r]x^T I_w^-1 [r]x with r from the centre of mass to ``x`` and I_w^-1 the
-    world inverse inertia. Zero for the world (-1) and kinematic bodies (inverse mass and
-    inertia 0): they do not give.
+    ``inverse_mass_matrix`` with r from the centre of mass to ``x``. Zero for the world (-1) and kinematic
+    bodies (inverse mass and inertia 0): they do not give.
     """
     if b < 0:
         return wp.mat33(0.0)
     pose = body_q[b]
     inv_inertia_w = rotated_inertia(pose, body_inv_inertia[b])
-    rx = wp.skew(x - wp.transform_point(pose, body_com[b]))
-    return wp.identity(n=3, dtype=float) * body_inv_mass[b] + wp.transpose(rx) * inv_inertia_w * rx
+    return inverse_mass_matrix(body_inv_mass[b], inv_inertia_w, x - wp.transform_point(pose, body_com[b]))
 
 
 @wp.func

@@ -64,19 +64,18 @@ gains and of the friction bound then include the body's mass and inertia at that
 and the sliding direction. A kinematic body pushes particles but takes no reaction.
 """
 
-import functools
-
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types, shape_world_pose, type_tag
+from ...collision.sdf import ShapeGeometry, shape_types, shape_world_pose
 from ...kernel_args import ArgBundle
 from ...kinematics import point_velocity
 from ...types import SMOOTH_CONTACT_REACH
 from ..step_data import stage
 from .body_dynamics import inverse_mass_along, wrench_at
+from .contact_sides import contact_threads, kernel_per_shape_types, soft_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -148,13 +147,8 @@ def coulomb_projection(f: wp.vec3, limit: float):
     return f * (limit / wp.max(magnitude, limit))
 
 
-@functools.cache
-def particle_shape_contact_kernel_for(types: frozenset):
-    """``particle_shape_contact_kernel`` for the shape types in ``types`` (``sdf.shape_types(model)``), in a Warp
-    module of its own: a scene compiles only the distance functions of the shapes it has."""
-    sdf_at = shape_sdf_at_for(types)
-
-    @wp.kernel(name=f"particle_shape_contact_kernel_{type_tag(types)}", module="unique")
+def _particle_shape_contact_kernel(sdf_at, tag: str):
+    @wp.kernel(name=f"particle_shape_contact_kernel_{tag}", module="unique")
     def particle_shape_contact_kernel(
         # Model:
         radius: wp.array(dtype=float),
@@ -184,9 +178,7 @@ def particle_shape_contact_kernel_for(types: frozenset):
         c = wp.tid()
         if c >= contacts.count[0]:
             return
-        p = contacts.particle[c]
-        s = contacts.shape[c]
-        b = shapes.body[s]
+        p, s, b = soft_contact_sides(contacts, shapes, c)
         w = inv_mass[p]
         body_dynamic = False
         if b >= 0:
@@ -219,8 +211,11 @@ def particle_shape_contact_kernel_for(types: frozenset):
             # the reaction on the particle's line of action (a particle cannot spin): angular momentum is kept
             wp.atomic_sub(body_f, b, wrench_at(body_q, body_com, b, fc, x[p]))
 
-    on_demand(particle_shape_contact_kernel.module)  # a module of its own: backward compiled once gradients are wanted
     return particle_shape_contact_kernel
+
+
+# particle_shape_contact_kernel_for(types): the kernel for the shape types in ``types`` (``sdf.shape_types(model)``)
+particle_shape_contact_kernel_for = kernel_per_shape_types(_particle_shape_contact_kernel)
 
 
 @wp.func
@@ -271,9 +266,7 @@ def particle_pair_contact_kernel(
     # Data out:
     f: wp.array(dtype=wp.vec3),
 ):
-    # one thread per particle (``stride`` threads), each taking every n-th pair: the pair list's capacity is
-    # ~12 per particle and mostly empty (a cloth has none), and even an idle thread costs its share in the
-    # adjoint kernel
+    # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
     for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
         pair = pairs.pairs[c]
@@ -284,11 +277,11 @@ def particle_pair_contact_kernel(
                                                                   "body_f": data.state_out.body_f})
 def eval_particle_shape_contact_forces(model, data) -> None:
     """Stage: penalty contact of particles against shapes; shapes on dynamic bodies take the reaction in ``body_f``."""
-    contacts = data.contacts
-    if contacts is None or model.shape_count == 0 or contacts.soft_contact_max == 0:
+    threads = contact_threads(model, data).soft
+    if threads == 0:
         return
     state, out = data.state_in, data.state_out
-    wp.launch(particle_shape_contact_kernel_for(shape_types(model)), dim=contacts.soft_contact_max, device=model.device,
+    wp.launch(particle_shape_contact_kernel_for(shape_types(model)), dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
                       model.body_inv_inertia, data.shapes, model.shape_material_ke, model.shape_material_kd,
                       model.shape_material_tau, model.shape_material_zeta, model.shape_material_mu,
@@ -300,10 +293,9 @@ def eval_particle_shape_contact_forces(model, data) -> None:
 @stage("particle-particle contact", writes=lambda data: {"particle_f": data.state_out.particle_f})
 def eval_particle_pair_contact_forces(model, data) -> None:
     """Stage: penalty contact with friction between the particle pairs ``collide`` found."""
-    contacts = data.contacts
-    if contacts is None or not model.particle_collide or contacts.particle_pair_max == 0:
+    threads = contact_threads(model, data).pairs
+    if threads == 0:
         return
-    threads = min(model.particle_count, contacts.particle_pair_max)
     state = data.state_in
     wp.launch(particle_pair_contact_kernel, dim=threads, device=model.device,
               inputs=[model.particle_radius, model.particle_inv_mass, data.penalty_law, state.particle_q,

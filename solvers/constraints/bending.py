@@ -9,6 +9,7 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ..forces.bending import dihedral_angle_gradient
+from ..forces.element_funcs import gradient_rate, weighted_squared_norms
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -57,12 +58,10 @@ def solve_bending_constraints_kernel(
         w2 = inv_mass[j]
         w3 = inv_mass[k]
         w4 = inv_mass[l]
-        wsum = w1 * wp.dot(d1, d1) + w2 * wp.dot(d2, d2) + w3 * wp.dot(d3, d3) + w4 * wp.dot(d4, d4)
-        rate = wp.dot(d1, m1) + wp.dot(d2, m2) + wp.dot(d3, m3) + wp.dot(d4, m4)
-        ke = properties[t, 0]
         # damped_multiplier_step takes a "modulus x measure": ke itself, measure 1
-        dlam = damped_multiplier_step(theta - rest_angle[t], lam, wsum, rate, ke, 1.0, properties[t, 1], dt,
-                                      scale[t])
+        dlam = damped_multiplier_step(theta - rest_angle[t], lam, weighted_squared_norms(d1, d2, d3, d4, w1, w2, w3, w4),
+                                      gradient_rate(d1, d2, d3, d4, m1, m2, m3, m4), properties[t, 0], 1.0,
+                                      properties[t, 1], dt, scale[t])
         wp.atomic_add(delta, i, d1 * (w1 * dlam))
         wp.atomic_add(delta, j, d2 * (w2 * dlam))
         wp.atomic_add(delta, k, d3 * (w3 * dlam))

@@ -20,6 +20,7 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ..forces.element_funcs import cofactor_determinant, gradient_rate, matrix_columns, weighted_squared_norms
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -36,13 +37,10 @@ def _tet_particle_grads(dcdf: wp.mat33, dm_inv: wp.mat33):
 def _tet_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
               m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
               dt: float, s: float):
-    g1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
-    g2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
-    g3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
+    g1, g2, g3 = matrix_columns(g)
     g0 = -(g1 + g2 + g3)
-    wsum = w0 * wp.dot(g0, g0) + w1 * wp.dot(g1, g1) + w2 * wp.dot(g2, g2) + w3 * wp.dot(g3, g3)
-    rate = wp.dot(g0, m0) + wp.dot(g1, m1) + wp.dot(g2, m2) + wp.dot(g3, m3)
-    return damped_multiplier_step(c, lam, wsum, rate, k, volume, kd, dt, s)
+    return damped_multiplier_step(c, lam, weighted_squared_norms(g0, g1, g2, g3, w0, w1, w2, w3),
+                                  gradient_rate(g0, g1, g2, g3, m0, m1, m2, m3), k, volume, kd, dt, s)
 
 
 @wp.kernel
@@ -96,18 +94,13 @@ def solve_tet_constraints_kernel(
     dld = _tet_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
 
     # volumetric
-    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
-    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
-    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
-    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
-    ch = wp.dot(c0, wp.cross(c1, c2)) - (1.0 + 0.75 * mu / la)
+    cof, j = cofactor_determinant(F)
+    ch = j - (1.0 + 0.75 * mu / la)
     gh = _tet_particle_grads(cof, dm_inv)
     dlh = _tet_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
 
     g = gd * dld + gh * dlh
-    d1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
-    d2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
-    d3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
+    d1, d2, d3 = matrix_columns(g)
     wp.atomic_add(delta, i0, -(d1 + d2 + d3) * w0)
     wp.atomic_add(delta, i1, d1 * w1)
     wp.atomic_add(delta, i2, d2 * w2)

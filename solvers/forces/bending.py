@@ -9,6 +9,7 @@ element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from .element_funcs import gradient_rate, weighted_squared_norms
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -71,9 +72,9 @@ def bending_forces_kernel(
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x[i], x[j], x[k], x[l])
     if ok == 0.0:
         return  # a collapsed wing has no defined angle
-    rate = wp.dot(d1, v[i]) + wp.dot(d2, v[j]) + wp.dot(d3, v[k]) + wp.dot(d4, v[l])
-    damping_rate = (wp.dot(d1, d1) * inv_mass[i] + wp.dot(d2, d2) * inv_mass[j] + wp.dot(d3, d3) * inv_mass[k]
-                    + wp.dot(d4, d4) * inv_mass[l]) * element_share(element_count, i, j, k, l)
+    rate = gradient_rate(d1, d2, d3, d4, v[i], v[j], v[k], v[l])
+    damping_rate = weighted_squared_norms(d1, d2, d3, d4, inv_mass[i], inv_mass[j], inv_mass[k], inv_mass[l]) * (
+        element_share(element_count, i, j, k, l))
     kd = implicit_damping(properties[t, 1], damping_rate, dt)
     s = -(properties[t, 0] * (theta - rest_angle[t]) + kd * rate)
     wp.atomic_add(f, i, d1 * s)

@@ -11,6 +11,7 @@ Damping: P_d = k_damp' F sym(F^T dF/dt), k_damp capped per element (:mod:`inerti
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from .element_funcs import cofactor_determinant, matrix_columns, weighted_squared_norms
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -62,15 +63,10 @@ def tetrahedron_forces_kernel(
     g2 = wp.vec3(dm_inv[1, 0], dm_inv[1, 1], dm_inv[1, 2])
     g3 = wp.vec3(dm_inv[2, 0], dm_inv[2, 1], dm_inv[2, 2])
     g0 = g1 + g2 + g3
-    rate = volumes[t] * (wp.dot(g0, g0) * inv_mass[i0] + wp.dot(g1, g1) * inv_mass[i1]
-                         + wp.dot(g2, g2) * inv_mass[i2] + wp.dot(g3, g3) * inv_mass[i3])
+    rate = volumes[t] * weighted_squared_norms(g0, g1, g2, g3, inv_mass[i0], inv_mass[i1], inv_mass[i2], inv_mass[i3])
     kd = implicit_damping(materials[t, 2], rate * element_share(element_count, i0, i1, i2, i3), dt)
 
-    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
-    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
-    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
-    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
-    j = wp.dot(c0, wp.cross(c1, c2))
+    cof, j = cofactor_determinant(F)
     ic = wp.ddot(F, F)
 
     FtdF = wp.transpose(F) * dF
@@ -78,9 +74,7 @@ def tetrahedron_forces_kernel(
     P = F * (mu * (1.0 - 1.0 / (ic + 1.0))) + cof * (lam * (j - 1.0) - 0.75 * mu) + F * strain_rate * kd
 
     H = P * wp.transpose(dm_inv) * volumes[t]
-    h1 = wp.vec3(H[0, 0], H[1, 0], H[2, 0])
-    h2 = wp.vec3(H[0, 1], H[1, 1], H[2, 1])
-    h3 = wp.vec3(H[0, 2], H[1, 2], H[2, 2])
+    h1, h2, h3 = matrix_columns(H)
     wp.atomic_add(f, i0, h1 + h2 + h3)
     wp.atomic_sub(f, i1, h1)
     wp.atomic_sub(f, i2, h2)

@@ -12,6 +12,7 @@ per element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from .element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -49,20 +50,9 @@ def triangle_forces_kernel(
         element_count, i, j, k, -1)
     kd = implicit_damping(materials[t, 2], rate, dt)
 
-    e1 = x[j] - x[i]
-    e2 = x[k] - x[i]
-    f0 = e1 * dm[0, 0] + e2 * dm[1, 0]
-    f1 = e1 * dm[0, 1] + e2 * dm[1, 1]
-    u1 = v[j] - v[i]
-    u2 = v[k] - v[i]
-    g0 = u1 * dm[0, 0] + u2 * dm[1, 0]
-    g1 = u1 * dm[0, 1] + u2 * dm[1, 1]
-
-    c = wp.cross(f0, f1)
-    area_ratio = wp.length(c)
-    n = c / wp.max(area_ratio, 1.0e-12)
-    dj0 = wp.cross(f1, n)
-    dj1 = wp.cross(n, f0)
+    f0, f1 = membrane_deformation(x[j] - x[i], x[k] - x[i], dm)
+    g0, g1 = membrane_deformation(v[j] - v[i], v[k] - v[i], dm)
+    area_ratio, dj0, dj1 = area_ratio_gradient(f0, f1)
 
     s = lam * (area_ratio - 1.0)
     p0 = mu * (f0 - dj0) + s * dj0
@@ -76,8 +66,9 @@ def triangle_forces_kernel(
     p1 = p1 + kd * (f0 * s01 + f1 * s11)
 
     a = areas[t]
-    h1 = (p0 * dm[0, 0] + p1 * dm[0, 1]) * a
-    h2 = (p0 * dm[1, 0] + p1 * dm[1, 1]) * a
+    hj, hk = membrane_vertex_gradients(p0, p1, dm)
+    h1 = hj * a
+    h2 = hk * a
     wp.atomic_add(f, i, h1 + h2)
     wp.atomic_sub(f, j, h1)
     wp.atomic_sub(f, k, h2)

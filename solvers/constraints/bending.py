@@ -9,7 +9,7 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ..forces.bending import dihedral_angle_gradient
-from ..forces.element_funcs import gradient_rate, weighted_squared_norms
+from ..forces.element_funcs import gather4, gradient_rate, quad_vertices, weighted_squared_norms
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -35,16 +35,10 @@ def solve_bending_constraints_kernel(
     lambda_out: wp.array(dtype=float),
 ):
     t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
-    l = indices[t, 3]
+    i, j, k, l = quad_vertices(indices, t)
     # the four points relative to the first one's start (the angle does not depend on where they are; the
     # differences keep float32's precision far from the origin: step-local, jacobi.py)
-    m1 = dx[i]
-    m2 = dx[j]
-    m3 = dx[k]
-    m4 = dx[l]
+    m1, m2, m3, m4 = gather4(dx, i, j, k, l)
     o = x_start[i]
     x1 = m1
     x2 = (x_start[j] - o) + m2
@@ -54,10 +48,7 @@ def solve_bending_constraints_kernel(
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x1, x2, x3, x4)
     dlam = float(0.0)
     if ok != 0.0:  # a collapsed wing has no angle
-        w1 = inv_mass[i]
-        w2 = inv_mass[j]
-        w3 = inv_mass[k]
-        w4 = inv_mass[l]
+        w1, w2, w3, w4 = gather4(inv_mass, i, j, k, l)
         # damped_multiplier_step takes a "modulus x measure": ke itself, measure 1
         dlam = damped_multiplier_step(theta - rest_angle[t], lam, weighted_squared_norms(d1, d2, d3, d4, w1, w2, w3, w4),
                                       gradient_rate(d1, d2, d3, d4, m1, m2, m3, m4), properties[t, 0], 1.0,

@@ -21,6 +21,7 @@ pass. A spring with ke <= 0 is inactive.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ..forces.element_funcs import gather2, pair_vertices
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -47,15 +48,12 @@ def solve_distance_constraints_kernel(
     lambda_out: wp.array(dtype=float),
 ):
     c = wp.tid()
-    i = indices[2 * c]
-    j = indices[2 * c + 1]
+    i, j = pair_vertices(indices, c)
     lam = lambda_in[c]
-    wi = inv_mass[i]
-    wj = inv_mass[j]
+    wi, wj = gather2(inv_mass, i, j)
     ke = stiffness[c]
     # x_i - x_j from the start positions' difference and the displacements' (step-local: jacobi.py)
-    mi = dx[i]
-    mj = dx[j]
+    mi, mj = gather2(dx, i, j)
     d = (x_start[i] - x_start[j]) + (mi - mj)
     length = wp.length(d)
     dlam = float(0.0)

@@ -20,7 +20,8 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ..forces.element_funcs import cofactor_determinant, gradient_rate, matrix_columns, weighted_squared_norms
+from ..forces.element_funcs import (cofactor_determinant, gather4, gradient_rate, matrix_columns, quad_vertices,
+                                    weighted_squared_norms)
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -63,19 +64,10 @@ def solve_tet_constraints_kernel(
     lambda_out: wp.array(dtype=wp.vec2),
 ):
     t = wp.tid()
-    i0 = indices[t, 0]
-    i1 = indices[t, 1]
-    i2 = indices[t, 2]
-    i3 = indices[t, 3]
-    w0 = inv_mass[i0]
-    w1 = inv_mass[i1]
-    w2 = inv_mass[i2]
-    w3 = inv_mass[i3]
+    i0, i1, i2, i3 = quad_vertices(indices, t)
+    w0, w1, w2, w3 = gather4(inv_mass, i0, i1, i2, i3)
     # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
-    m0 = dx[i0]
-    m1 = dx[i1]
-    m2 = dx[i2]
-    m3 = dx[i3]
+    m0, m1, m2, m3 = gather4(dx, i0, i1, i2, i3)
     x0 = x_start[i0]
     dm_inv = poses[t]
     F = wp.matrix_from_cols((x_start[i1] - x0) + (m1 - m0), (x_start[i2] - x0) + (m2 - m0),

@@ -14,7 +14,8 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ..forces.element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients
+from ..forces.element_funcs import (area_ratio_gradient, gather3, membrane_deformation, membrane_vertex_gradients,
+                                    triangle_vertices)
 from .compliance import damped_multiplier_step
 from .jacobi import element_constraint_stage
 
@@ -52,12 +53,8 @@ def solve_triangle_constraints_kernel(
     lambda_out: wp.array(dtype=wp.vec2),
 ):
     t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
-    wi = inv_mass[i]
-    wj = inv_mass[j]
-    wk = inv_mass[k]
+    i, j, k = triangle_vertices(indices, t)
+    wi, wj, wk = gather3(inv_mass, i, j, k)
     dm = poses[t]
     mu = materials[t, 0]
     la = materials[t, 1] + mu
@@ -65,9 +62,7 @@ def solve_triangle_constraints_kernel(
     area = areas[t]
     s = scale[t]
     # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
-    mi = dx[i]
-    mj = dx[j]
-    mk = dx[k]
+    mi, mj, mk = gather3(dx, i, j, k)
     xi = x_start[i]
     e1 = (x_start[j] - xi) + (mj - mi)
     e2 = (x_start[k] - xi) + (mk - mi)

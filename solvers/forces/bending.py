@@ -9,7 +9,7 @@ element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import gradient_rate, weighted_squared_norms
+from .element_funcs import gradient_rate, quad_vertices, weighted_squared_norms
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -65,10 +65,7 @@ def bending_forces_kernel(
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
-    l = indices[t, 3]
+    i, j, k, l = quad_vertices(indices, t)
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x[i], x[j], x[k], x[l])
     if ok == 0.0:
         return  # a collapsed wing has no defined angle

@@ -4,6 +4,7 @@
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from .element_funcs import pair_vertices
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -27,8 +28,7 @@ def spring_forces_kernel(
     f: wp.array(dtype=wp.vec3),
 ):
     tid = wp.tid()
-    i = indices[2 * tid]
-    j = indices[2 * tid + 1]
+    i, j = pair_vertices(indices, tid)
     d = x[j] - x[i]
     length = wp.length(d)
     if length < 1.0e-12:

@@ -11,7 +11,7 @@ Damping: P_d = k_damp' F sym(F^T dF/dt), k_damp capped per element (:mod:`inerti
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import cofactor_determinant, matrix_columns, weighted_squared_norms
+from .element_funcs import cofactor_determinant, matrix_columns, quad_vertices, weighted_squared_norms
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -46,10 +46,7 @@ def tetrahedron_forces_kernel(
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
-    i0 = indices[t, 0]
-    i1 = indices[t, 1]
-    i2 = indices[t, 2]
-    i3 = indices[t, 3]
+    i0, i1, i2, i3 = quad_vertices(indices, t)
     x0 = x[i0]
     v0 = v[i0]
     dm_inv = poses[t]

@@ -12,7 +12,7 @@ per element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients
+from .element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients, triangle_vertices
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -36,9 +36,7 @@ def triangle_forces_kernel(
     f: wp.array(dtype=wp.vec3),
 ):
     t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
+    i, j, k = triangle_vertices(indices, t)
     dm = poses[t]
     mu = materials[t, 0]
     lam = materials[t, 1] + mu

@@ -50,9 +50,10 @@ def solve_bending_constraints_kernel(
     if ok != 0.0:  # a collapsed wing has no angle
         w1, w2, w3, w4 = gather4(inv_mass, i, j, k, l)
         # damped_multiplier_step takes a "modulus x measure": ke itself, measure 1
-        dlam = damped_multiplier_step(theta - rest_angle[t], lam, weighted_squared_norms(d1, d2, d3, d4, w1, w2, w3, w4),
-                                      gradient_rate(d1, d2, d3, d4, m1, m2, m3, m4), properties[t, 0], 1.0,
-                                      properties[t, 1], dt, scale[t])
+        wsum = weighted_squared_norms(d1, d2, d3, d4, w1, w2, w3, w4)
+        rate = gradient_rate(d1, d2, d3, d4, m1, m2, m3, m4)
+        dlam = damped_multiplier_step(theta - rest_angle[t], lam, wsum, rate, properties[t, 0], 1.0, properties[t, 1],
+                                      dt, scale[t])
         wp.atomic_add(delta, i, d1 * (w1 * dlam))
         wp.atomic_add(delta, j, d2 * (w2 * dlam))
         wp.atomic_add(delta, k, d3 * (w3 * dlam))

@@ -12,6 +12,7 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from .element_funcs import cofactor_determinant, matrix_columns, quad_vertices, weighted_squared_norms
+from .element_kernels import element_force_kernel
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -28,24 +29,12 @@ def tet_psi(F: wp.mat33, mu: float, lam: float):
     return 0.5 * m * (ic - 3.0) + 0.5 * l * (j - alpha) * (j - alpha) - 0.5 * m * wp.log(ic + 1.0)
 
 
-@wp.kernel
-def tetrahedron_forces_kernel(
-    # Model:
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33),
-    volumes: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    t = wp.tid()
+@wp.func
+def tetrahedron_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.array(dtype=wp.mat33),
+                       volumes: wp.array(dtype=float), materials: wp.array2d(dtype=float),
+                       inv_mass: wp.array(dtype=float), element_count: wp.array(dtype=wp.int32),
+                       x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), dt: float):
+    """Tetrahedron t's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`)."""
     i0, i1, i2, i3 = quad_vertices(indices, t)
     x0 = x[i0]
     v0 = v[i0]
@@ -72,10 +61,12 @@ def tetrahedron_forces_kernel(
 
     H = P * wp.transpose(dm_inv) * volumes[t]
     h1, h2, h3 = matrix_columns(H)
-    wp.atomic_add(f, i0, h1 + h2 + h3)
-    wp.atomic_sub(f, i1, h1)
-    wp.atomic_sub(f, i2, h2)
-    wp.atomic_sub(f, i3, h3)
+    return wp.vec4i(i0, i1, i2, i3), wp.matrix_from_rows(h1 + h2 + h3, -h1, -h2, -h3), True
+
+
+tetrahedron_forces_kernel = element_force_kernel("tetrahedron_forces_kernel", __name__, tetrahedron_forces,
+                                                 wp.array2d(dtype=wp.int32), wp.array(dtype=wp.mat33),
+                                                 wp.array(dtype=float), wp.array2d(dtype=float))
 
 
 eval_tetrahedron_forces = element_force_stage("tetrahedra", tetrahedron_forces_kernel, "tet_count",

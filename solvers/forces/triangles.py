@@ -13,29 +13,18 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from .element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients, triangle_vertices
+from .element_kernels import NO_PARTICLE, element_force_kernel
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
-@wp.kernel
-def triangle_forces_kernel(
-    # Model:
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat22),
-    areas: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    t = wp.tid()
+@wp.func
+def triangle_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.array(dtype=wp.mat22),
+                    areas: wp.array(dtype=float), materials: wp.array2d(dtype=float), inv_mass: wp.array(dtype=float),
+                    element_count: wp.array(dtype=wp.int32), x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
+                    dt: float):
+    """Triangle t's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`)."""
     i, j, k = triangle_vertices(indices, t)
     dm = poses[t]
     mu = materials[t, 0]
@@ -67,9 +56,12 @@ def triangle_forces_kernel(
     hj, hk = membrane_vertex_gradients(p0, p1, dm)
     h1 = hj * a
     h2 = hk * a
-    wp.atomic_add(f, i, h1 + h2)
-    wp.atomic_sub(f, j, h1)
-    wp.atomic_sub(f, k, h2)
+    return wp.vec4i(i, j, k, NO_PARTICLE), wp.matrix_from_rows(h1 + h2, -h1, -h2, wp.vec3(0.0)), True
+
+
+triangle_forces_kernel = element_force_kernel("triangle_forces_kernel", __name__, triangle_forces,
+                                              wp.array2d(dtype=wp.int32), wp.array(dtype=wp.mat22),
+                                              wp.array(dtype=float), wp.array2d(dtype=float))
 
 
 eval_triangle_forces = element_force_stage("triangles", triangle_forces_kernel, "tri_count",

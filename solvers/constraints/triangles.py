@@ -14,9 +14,10 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ..forces.element_funcs import (area_ratio_gradient, gather3, membrane_deformation, membrane_vertex_gradients,
-                                    triangle_vertices)
+from ..forces.element_funcs import (NO_PARTICLE, area_ratio_gradient, gather3, membrane_deformation,
+                                    membrane_vertex_gradients, triangle_vertices)
 from .compliance import damped_multiplier_step
+from .element_kernels import element_constraint_kernel
 from .jacobi import element_constraint_stage
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -33,26 +34,12 @@ def _membrane_step(c: float, lam: float, p0: wp.vec3, p1: wp.vec3, dm: wp.mat22,
     return dl, gi, gj, gk
 
 
-@wp.kernel
-def solve_triangle_constraints_kernel(
-    # Model:
-    inv_mass: wp.array(dtype=float),
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat22),
-    areas: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    # Data in:
-    x_start: wp.array(dtype=wp.vec3),
-    dx: wp.array(dtype=wp.vec3),
-    lambda_in: wp.array(dtype=wp.vec2),
-    # In:
-    scale: wp.array(dtype=float),
-    dt: float,
-    # Data out:
-    delta: wp.array(dtype=wp.vec3),
-    lambda_out: wp.array(dtype=wp.vec2),
-):
-    t = wp.tid()
+@wp.func
+def triangle_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(dtype=wp.int32),
+                  poses: wp.array(dtype=wp.mat22), areas: wp.array(dtype=float), materials: wp.array2d(dtype=float),
+                  x_start: wp.array(dtype=wp.vec3), dx: wp.array(dtype=wp.vec3), lambda_in: wp.array(dtype=wp.vec2),
+                  scale: wp.array(dtype=float), dt: float):
+    """Triangle t's particles, their corrections and its next multipliers (:mod:`.element_kernels`)."""
     i, j, k = triangle_vertices(indices, t)
     wi, wj, wk = gather3(inv_mass, i, j, k)
     dm = poses[t]
@@ -78,10 +65,14 @@ def solve_triangle_constraints_kernel(
     dla, gai, gaj, gak = _membrane_step(ratio - (1.0 + mu / la), lam[1], dj0, dj1, dm, wi, wj, wk, mi, mj, mk, la,
                                         area, kd, dt, s)
 
-    wp.atomic_add(delta, i, (gdi * dld + gai * dla) * wi)
-    wp.atomic_add(delta, j, (gdj * dld + gaj * dla) * wj)
-    wp.atomic_add(delta, k, (gdk * dld + gak * dla) * wk)
-    lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dla)
+    corrections = wp.matrix_from_rows((gdi * dld + gai * dla) * wi, (gdj * dld + gaj * dla) * wj,
+                                      (gdk * dld + gak * dla) * wk, wp.vec3(0.0))
+    return wp.vec4i(i, j, k, NO_PARTICLE), corrections, True, wp.vec2(lam[0] + dld, lam[1] + dla)
+
+
+solve_triangle_constraints_kernel = element_constraint_kernel(
+    "solve_triangle_constraints_kernel", __name__, triangle_step, wp.array2d(dtype=wp.int32),
+    wp.array(dtype=wp.mat22), wp.array(dtype=float), wp.array2d(dtype=float), wp.vec2)
 
 
 solve_triangle_constraints = element_constraint_stage(

@@ -9,8 +9,8 @@ element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import gradient_rate, quad_vertices, weighted_squared_norms
-from .element_kernels import ElementForces, element_force_kernel
+from .element_funcs import ElementVectors, gradient_rate, quad_vertices, weighted_squared_norms
+from .element_kernels import element_force_kernel
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -63,7 +63,7 @@ def bending_forces(t: int, indices: wp.array2d(dtype=wp.int32), rest_angle: wp.a
     particles = wp.vec4i(i, j, k, l)
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x[i], x[j], x[k], x[l])
     if ok == 0.0:
-        return particles, ElementForces(), False  # a collapsed wing has no defined angle
+        return particles, ElementVectors(), False  # a collapsed wing has no defined angle
     rate = gradient_rate(d1, d2, d3, d4, v[i], v[j], v[k], v[l])
     damping_rate = weighted_squared_norms(d1, d2, d3, d4, inv_mass[i], inv_mass[j], inv_mass[k], inv_mass[l]) * (
         element_share(element_count, i, j, k, l))

@@ -13,6 +13,11 @@ from typing import Any
 
 import warp as wp
 
+ElementVectors = wp.types.matrix(shape=(4, 3), dtype=wp.float32)
+"""One vector per particle of an element (up to four: forces [N], corrections [m]), as rows."""
+
+NO_PARTICLE = wp.constant(-1)  # in an element's wp.vec4i of particles: fewer than four
+
 
 @wp.func
 def pair_vertices(indices: wp.array(dtype=wp.int32), e: int):

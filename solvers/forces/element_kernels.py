@@ -5,8 +5,8 @@ An element kind gives a ``wp.func``
     element_forces(e, indices, a, b, c, inv_mass, element_count, x, v, dt) -> (particles, forces, acts)
 
 for element e: its particles (a ``wp.vec4i``, -1 where it has fewer than four), the force on each (the rows
-of an :data:`ElementForces`) and whether it acts at all (a coincident spring, a collapsed bending wing:
-no force). ``a``, ``b``, ``c`` are the kind's own Model arrays after its indices, in the order its stage
+of an :data:`~inertia.solvers.forces.element_funcs.ElementVectors`) and whether it acts at all (a coincident
+spring, a collapsed bending wing: no force). ``a``, ``b``, ``c`` are the kind's own Model arrays after its indices, in the order its stage
 passes them (:func:`inertia.solvers.forces.elements.element_force_stage`). :func:`element_force_kernel`
 makes the kernel that runs it for every element and adds the forces into ``f``: the scatter stays in the
 kernel, since a ``wp.func`` is replayed in the reverse pass (an atomic in it would add twice).
@@ -14,10 +14,7 @@ kernel, since a ``wp.func`` is replayed in the reverse pass (an atomic in it wou
 
 import warp as wp
 
-ElementForces = wp.types.matrix(shape=(4, 3), dtype=wp.float32)
-"""The forces on an element's (up to) four particles, one row each [N]."""
-
-NO_PARTICLE = wp.constant(-1)
+from .element_funcs import NO_PARTICLE
 
 
 def element_force_kernel(name: str, module: str, element_forces, indices_type, a_type, b_type, c_type):

@@ -4,8 +4,8 @@
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import pair_vertices
-from .element_kernels import NO_PARTICLE, ElementForces, element_force_kernel
+from .element_funcs import NO_PARTICLE, ElementVectors, pair_vertices
+from .element_kernels import element_force_kernel
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -22,7 +22,7 @@ def spring_forces(e: int, indices: wp.array(dtype=wp.int32), rest_length: wp.arr
     d = x[j] - x[i]
     length = wp.length(d)
     if length < 1.0e-12:
-        return particles, ElementForces(), False  # direction undefined; a coincident pair exerts no force
+        return particles, ElementVectors(), False  # direction undefined; a coincident pair exerts no force
     n = d / length
     rate = wp.dot(v[j] - v[i], n)
     kd = implicit_damping(damping[e], (inv_mass[i] + inv_mass[j]) * element_share(element_count, i, j, -1, -1), dt)

@@ -12,8 +12,9 @@ per element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .element_funcs import area_ratio_gradient, membrane_deformation, membrane_vertex_gradients, triangle_vertices
-from .element_kernels import NO_PARTICLE, element_force_kernel
+from .element_funcs import (NO_PARTICLE, area_ratio_gradient, membrane_deformation, membrane_vertex_gradients,
+                            triangle_vertices)
+from .element_kernels import element_force_kernel
 from .elements import element_force_stage, element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted

@@ -11,8 +11,7 @@ from ...autodiff.backward_code import on_demand
 from ..forces.bending import dihedral_angle_gradient
 from ..forces.element_funcs import ElementVectors, gather4, gradient_rate, quad_vertices, weighted_squared_norms
 from .compliance import damped_multiplier_step
-from .element_kernels import element_constraint_kernel
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -52,11 +51,7 @@ def bending_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(dt
     return wp.vec4i(i, j, k, l), corrections, applies, lam + dlam
 
 
-solve_bending_constraints_kernel = element_constraint_kernel(
-    "solve_bending_constraints_kernel", __name__, bending_step, wp.array2d(dtype=wp.int32), wp.array(dtype=float),
-    wp.array2d(dtype=float), wp.array2d(dtype=float), float)
-
-
-solve_bending_constraints = element_constraint_stage(
-    "bending", solve_bending_constraints_kernel, "edge_count",
-    ("edge_indices", "edge_rest_angle", "edge_bending_properties", "edge_bending_properties"), "edge_lambda", "edge")
+solve_bending_constraints_kernel, solve_bending_constraints = element_constraints(
+    "bending", "solve_bending_constraints_kernel", __name__, bending_step, "edge_count",
+    ("edge_indices", "edge_rest_angle", "edge_bending_properties", "edge_bending_properties"), "edge_lambda", float,
+    "edge")

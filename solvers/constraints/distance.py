@@ -23,8 +23,7 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ..forces.element_funcs import NO_PARTICLE, ElementVectors, gather2, pair_vertices
 from .compliance import damped_multiplier_step
-from .element_kernels import element_constraint_kernel
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -55,11 +54,6 @@ def distance_step(c: int, inv_mass: wp.array(dtype=float), indices: wp.array(dty
     return wp.vec4i(i, j, NO_PARTICLE, NO_PARTICLE), corrections, applies, lam + dlam
 
 
-solve_distance_constraints_kernel = element_constraint_kernel(
-    "solve_distance_constraints_kernel", __name__, distance_step, wp.array(dtype=wp.int32), wp.array(dtype=float),
-    wp.array(dtype=float), wp.array(dtype=float), float)
-
-
-solve_distance_constraints = element_constraint_stage(
-    "springs", solve_distance_constraints_kernel, "spring_count",
-    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", "spring")
+solve_distance_constraints_kernel, solve_distance_constraints = element_constraints(
+    "springs", "solve_distance_constraints_kernel", __name__, distance_step, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", float, "spring")

@@ -13,11 +13,15 @@ passes them (:func:`inertia.solvers.constraints.jacobi.element_constraint_stage`
 :func:`element_constraint_kernel` makes the kernel that runs it for every element, adds the corrections
 into ``delta`` and stores the multipliers (once: a second store to one element would get its adjoint
 twice); the stores stay in the kernel, since a ``wp.func`` is replayed in the reverse pass.
+:func:`element_constraints` declares a kind in one call: its kernel, typed from the schema's declaration of
+its arrays, and its stage.
 """
 
 import warp as wp
 
 from ..forces.element_funcs import NO_PARTICLE
+from ..forces.element_kernels import model_array_type
+from .jacobi import element_constraint_stage
 
 
 def element_constraint_kernel(name: str, module: str, element_step, indices_type, a_type, b_type, c_type,
@@ -55,3 +59,14 @@ def element_constraint_kernel(name: str, module: str, element_step, indices_type
         lambda_out[e] = lambda_next
 
     return element_constraints_kernel
+
+
+def element_constraints(stage_name: str, kernel_name: str, module: str, element_step, count: str, arrays: tuple,
+                        multipliers: str, multiplier_type, scale: str):
+    """An element kind's constraint kernel and stage, ``(kernel, stage)``: ``arrays`` names its four Model arrays
+    (indices first), ``count`` the model attribute counting its elements, ``multipliers`` its buffer of
+    multipliers (of ``multiplier_type``), ``scale`` its entry of ``jacobi_scales`` (:func:`element_constraint_kernel`,
+    ``element_constraint_stage``)."""
+    kernel = element_constraint_kernel(kernel_name, module, element_step, *(model_array_type(a) for a in arrays),
+                                       multiplier_type)
+    return kernel, element_constraint_stage(stage_name, kernel, count, arrays, multipliers, scale)

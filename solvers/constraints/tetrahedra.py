@@ -23,8 +23,7 @@ from ...autodiff.backward_code import on_demand
 from ..forces.element_funcs import (cofactor_determinant, gather4, gradient_rate, matrix_columns, quad_vertices,
                                     weighted_squared_norms)
 from .compliance import damped_multiplier_step
-from .element_kernels import element_constraint_kernel
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -85,11 +84,6 @@ def tet_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(dtype=
     return wp.vec4i(i0, i1, i2, i3), corrections, True, wp.vec2(lam[0] + dld, lam[1] + dlh)
 
 
-solve_tet_constraints_kernel = element_constraint_kernel(
-    "solve_tet_constraints_kernel", __name__, tet_step, wp.array2d(dtype=wp.int32), wp.array(dtype=wp.mat33),
-    wp.array(dtype=float), wp.array2d(dtype=float), wp.vec2)
-
-
-solve_tet_constraints = element_constraint_stage(
-    "tetrahedra", solve_tet_constraints_kernel, "tet_count",
-    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", "tet")
+solve_tet_constraints_kernel, solve_tet_constraints = element_constraints(
+    "tetrahedra", "solve_tet_constraints_kernel", __name__, tet_step, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", wp.vec2, "tet")

@@ -17,8 +17,7 @@ from ...autodiff.backward_code import on_demand
 from ..forces.element_funcs import (NO_PARTICLE, area_ratio_gradient, gather3, membrane_deformation,
                                     membrane_vertex_gradients, triangle_vertices)
 from .compliance import damped_multiplier_step
-from .element_kernels import element_constraint_kernel
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -70,11 +69,6 @@ def triangle_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(d
     return wp.vec4i(i, j, k, NO_PARTICLE), corrections, True, wp.vec2(lam[0] + dld, lam[1] + dla)
 
 
-solve_triangle_constraints_kernel = element_constraint_kernel(
-    "solve_triangle_constraints_kernel", __name__, triangle_step, wp.array2d(dtype=wp.int32),
-    wp.array(dtype=wp.mat22), wp.array(dtype=float), wp.array2d(dtype=float), wp.vec2)
-
-
-solve_triangle_constraints = element_constraint_stage(
-    "triangles", solve_triangle_constraints_kernel, "tri_count",
-    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", "tri")
+solve_triangle_constraints_kernel, solve_triangle_constraints = element_constraints(
+    "triangles", "solve_triangle_constraints_kernel", __name__, triangle_step, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", wp.vec2, "tri")

@@ -10,8 +10,8 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from .element_funcs import ElementVectors, gradient_rate, quad_vertices, weighted_squared_norms
-from .element_kernels import element_force_kernel
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -72,11 +72,6 @@ def bending_forces(t: int, indices: wp.array2d(dtype=wp.int32), rest_angle: wp.a
     return particles, wp.matrix_from_rows(d1 * s, d2 * s, d3 * s, d4 * s), True
 
 
-bending_forces_kernel = element_force_kernel("bending_forces_kernel", __name__, bending_forces,
-                                             wp.array2d(dtype=wp.int32), wp.array(dtype=float),
-                                             wp.array2d(dtype=float), wp.array2d(dtype=float))
-
-
-eval_bending_forces = element_force_stage("bending", bending_forces_kernel, "edge_count",
-                                            ("edge_indices", "edge_rest_angle", "edge_bending_properties",
-                                             "edge_bending_properties"))
+bending_forces_kernel, eval_bending_forces = element_forces(
+    "bending", "bending_forces_kernel", __name__, bending_forces, "edge_count",
+    ("edge_indices", "edge_rest_angle", "edge_bending_properties", "edge_bending_properties"))

@@ -5,8 +5,8 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from .element_funcs import NO_PARTICLE, ElementVectors, pair_vertices
-from .element_kernels import element_force_kernel
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -30,11 +30,6 @@ def spring_forces(e: int, indices: wp.array(dtype=wp.int32), rest_length: wp.arr
     return particles, wp.matrix_from_rows(fs, -fs, wp.vec3(0.0), wp.vec3(0.0)), True
 
 
-spring_forces_kernel = element_force_kernel("spring_forces_kernel", __name__, spring_forces,
-                                            wp.array(dtype=wp.int32), wp.array(dtype=float), wp.array(dtype=float),
-                                            wp.array(dtype=float))
-
-
-eval_spring_forces = element_force_stage("springs", spring_forces_kernel, "spring_count",
-                                          ("spring_indices", "spring_rest_length", "spring_stiffness",
-                                           "spring_damping"))
+spring_forces_kernel, eval_spring_forces = element_forces(
+    "springs", "spring_forces_kernel", __name__, spring_forces, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"))

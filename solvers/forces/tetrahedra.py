@@ -12,8 +12,8 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from .element_funcs import cofactor_determinant, matrix_columns, quad_vertices, weighted_squared_norms
-from .element_kernels import element_force_kernel
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -64,10 +64,6 @@ def tetrahedron_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.ar
     return wp.vec4i(i0, i1, i2, i3), wp.matrix_from_rows(h1 + h2 + h3, -h1, -h2, -h3), True
 
 
-tetrahedron_forces_kernel = element_force_kernel("tetrahedron_forces_kernel", __name__, tetrahedron_forces,
-                                                 wp.array2d(dtype=wp.int32), wp.array(dtype=wp.mat33),
-                                                 wp.array(dtype=float), wp.array2d(dtype=float))
-
-
-eval_tetrahedron_forces = element_force_stage("tetrahedra", tetrahedron_forces_kernel, "tet_count",
-                                                ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))
+tetrahedron_forces_kernel, eval_tetrahedron_forces = element_forces(
+    "tetrahedra", "tetrahedron_forces_kernel", __name__, tetrahedron_forces, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))

@@ -14,8 +14,8 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from .element_funcs import (NO_PARTICLE, area_ratio_gradient, membrane_deformation, membrane_vertex_gradients,
                             triangle_vertices)
-from .element_kernels import element_force_kernel
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -60,10 +60,6 @@ def triangle_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.array
     return wp.vec4i(i, j, k, NO_PARTICLE), wp.matrix_from_rows(h1 + h2, -h1, -h2, wp.vec3(0.0)), True
 
 
-triangle_forces_kernel = element_force_kernel("triangle_forces_kernel", __name__, triangle_forces,
-                                              wp.array2d(dtype=wp.int32), wp.array(dtype=wp.mat22),
-                                              wp.array(dtype=float), wp.array2d(dtype=float))
-
-
-eval_triangle_forces = element_force_stage("triangles", triangle_forces_kernel, "tri_count",
-                                             ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))
+triangle_forces_kernel, eval_triangle_forces = element_forces(
+    "triangles", "triangle_forces_kernel", __name__, triangle_forces, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))

@@ -2,7 +2,8 @@
 
 Modules: ``jacobi`` / ``body_jacobi`` (particles' / bodies' mass splitting and corrections), ``compliance`` (the
 multiplier update of a compliant, damped constraint), ``body_frames`` (what a constraint needs of a
-rigid body), ``distance`` / ``triangles`` / ``bending`` / ``tetrahedra`` (particle constraints),
+rigid body), ``distance`` / ``triangles`` / ``bending`` / ``tetrahedra`` (particle constraints: each kind's step,
+run by the one kernel definition of ``element_kernels``),
 ``particle_contacts`` (particles against shapes and each other), ``rigid_contacts`` and
 ``restitution`` (contacts between shapes: position and velocity pass), ``joints``.
 """

@@ -21,55 +21,39 @@ pass. A spring with ke <= 0 is inactive.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ..forces.element_funcs import NO_PARTICLE, ElementVectors, gather2, pair_vertices
 from .compliance import damped_multiplier_step
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
-@wp.kernel
-def solve_distance_constraints_kernel(
-    # Model:
-    inv_mass: wp.array(dtype=float),
-    indices: wp.array(dtype=wp.int32),
-    rest_length: wp.array(dtype=float),
-    stiffness: wp.array(dtype=float),
-    damping: wp.array(dtype=float),
-    # Data in:
-    x_start: wp.array(dtype=wp.vec3),
-    dx: wp.array(dtype=wp.vec3),
-    lambda_in: wp.array(dtype=float),
-    # In:
-    scale: wp.array(dtype=float),
-    dt: float,
-    # Data out:
-    delta: wp.array(dtype=wp.vec3),
-    lambda_out: wp.array(dtype=float),
-):
-    c = wp.tid()
-    i = indices[2 * c]
-    j = indices[2 * c + 1]
+@wp.func
+def distance_step(c: int, inv_mass: wp.array(dtype=float), indices: wp.array(dtype=wp.int32),
+                  rest_length: wp.array(dtype=float), stiffness: wp.array(dtype=float),
+                  damping: wp.array(dtype=float), x_start: wp.array(dtype=wp.vec3), dx: wp.array(dtype=wp.vec3),
+                  lambda_in: wp.array(dtype=float), scale: wp.array(dtype=float), dt: float):
+    """Spring c's particles, their corrections and its next multiplier (:mod:`.element_kernels`)."""
+    i, j = pair_vertices(indices, c)
     lam = lambda_in[c]
-    wi = inv_mass[i]
-    wj = inv_mass[j]
+    wi, wj = gather2(inv_mass, i, j)
     ke = stiffness[c]
     # x_i - x_j from the start positions' difference and the displacements' (step-local: jacobi.py)
-    mi = dx[i]
-    mj = dx[j]
+    mi, mj = gather2(dx, i, j)
     d = (x_start[i] - x_start[j]) + (mi - mj)
     length = wp.length(d)
     dlam = float(0.0)
-    # one store of lambda_out at the end: a second store to the same element would get its adjoint twice
-    if wi + wj > 0.0 and ke > 0.0 and length > 1.0e-12:
+    corrections = ElementVectors()
+    applies = wi + wj > 0.0 and ke > 0.0 and length > 1.0e-12
+    if applies:
         n = d / length
         # compliance 1 / ke: an energy (ke / 2) C^2, "measure" 1
         dlam = damped_multiplier_step(length - rest_length[c], lam, wi + wj, wp.dot(n, mi - mj), ke, 1.0,
                                       damping[c], dt, scale[c])
-        wp.atomic_add(delta, i, n * (wi * dlam))
-        wp.atomic_sub(delta, j, n * (wj * dlam))
-    lambda_out[c] = lam + dlam
+        corrections = wp.matrix_from_rows(n * (wi * dlam), -(n * (wj * dlam)), wp.vec3(0.0), wp.vec3(0.0))
+    return wp.vec4i(i, j, NO_PARTICLE, NO_PARTICLE), corrections, applies, lam + dlam
 
 
-solve_distance_constraints = element_constraint_stage(
-    "springs", solve_distance_constraints_kernel, "spring_count",
-    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", "spring")
+solve_distance_constraints_kernel, solve_distance_constraints = element_constraints(
+    "springs", "solve_distance_constraints_kernel", __name__, distance_step, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"), "spring_lambda", float, "spring")

@@ -20,8 +20,10 @@ beta = k_damp V. Both constraints of a tet are solved from the same iterate
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ..forces.element_funcs import (cofactor_determinant, gather4, gradient_rate, matrix_columns, quad_vertices,
+                                    weighted_squared_norms)
 from .compliance import damped_multiplier_step
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -33,51 +35,26 @@ def _tet_particle_grads(dcdf: wp.mat33, dm_inv: wp.mat33):
 
 
 @wp.func
-def _tet_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
-              m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
-              dt: float, s: float):
-    g1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
-    g2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
-    g3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
+def _tet_multiplier_step(c: float, lam: float, g: wp.mat33, w0: float, w1: float, w2: float, w3: float,
+                         m0: wp.vec3, m1: wp.vec3, m2: wp.vec3, m3: wp.vec3, k: float, volume: float, kd: float,
+                         dt: float, s: float):
+    """The multiplier increment of one of a tet's constraints, whose particle gradients ``g`` gives."""
+    g1, g2, g3 = matrix_columns(g)
     g0 = -(g1 + g2 + g3)
-    wsum = w0 * wp.dot(g0, g0) + w1 * wp.dot(g1, g1) + w2 * wp.dot(g2, g2) + w3 * wp.dot(g3, g3)
-    rate = wp.dot(g0, m0) + wp.dot(g1, m1) + wp.dot(g2, m2) + wp.dot(g3, m3)
-    return damped_multiplier_step(c, lam, wsum, rate, k, volume, kd, dt, s)
+    return damped_multiplier_step(c, lam, weighted_squared_norms(g0, g1, g2, g3, w0, w1, w2, w3),
+                                  gradient_rate(g0, g1, g2, g3, m0, m1, m2, m3), k, volume, kd, dt, s)
 
 
-@wp.kernel
-def solve_tet_constraints_kernel(
-    # Model:
-    inv_mass: wp.array(dtype=float),
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33),
-    volumes: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    # Data in:
-    x_start: wp.array(dtype=wp.vec3),
-    dx: wp.array(dtype=wp.vec3),
-    lambda_in: wp.array(dtype=wp.vec2),
-    # In:
-    scale: wp.array(dtype=float),
-    dt: float,
-    # Data out:
-    delta: wp.array(dtype=wp.vec3),
-    lambda_out: wp.array(dtype=wp.vec2),
-):
-    t = wp.tid()
-    i0 = indices[t, 0]
-    i1 = indices[t, 1]
-    i2 = indices[t, 2]
-    i3 = indices[t, 3]
-    w0 = inv_mass[i0]
-    w1 = inv_mass[i1]
-    w2 = inv_mass[i2]
-    w3 = inv_mass[i3]
+@wp.func
+def tet_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(dtype=wp.int32),
+             poses: wp.array(dtype=wp.mat33), volumes: wp.array(dtype=float), materials: wp.array2d(dtype=float),
+             x_start: wp.array(dtype=wp.vec3), dx: wp.array(dtype=wp.vec3), lambda_in: wp.array(dtype=wp.vec2),
+             scale: wp.array(dtype=float), dt: float):
+    """Tetrahedron t's particles, their corrections and its next multipliers (:mod:`.element_kernels`)."""
+    i0, i1, i2, i3 = quad_vertices(indices, t)
+    w0, w1, w2, w3 = gather4(inv_mass, i0, i1, i2, i3)
     # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
-    m0 = dx[i0]
-    m1 = dx[i1]
-    m2 = dx[i2]
-    m3 = dx[i3]
+    m0, m1, m2, m3 = gather4(dx, i0, i1, i2, i3)
     x0 = x_start[i0]
     dm_inv = poses[t]
     F = wp.matrix_from_cols((x_start[i1] - x0) + (m1 - m0), (x_start[i2] - x0) + (m2 - m0),
@@ -93,28 +70,20 @@ def solve_tet_constraints_kernel(
     ic = wp.ddot(F, F)
     cd = wp.sqrt(wp.max(ic - wp.log(ic + 1.0), 1.0e-12))
     gd = _tet_particle_grads(F * ((1.0 - 1.0 / (ic + 1.0)) / cd), dm_inv)
-    dld = _tet_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
+    dld = _tet_multiplier_step(cd, lam[0], gd, w0, w1, w2, w3, m0, m1, m2, m3, mu, vol, kd, dt, s)
 
     # volumetric
-    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
-    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
-    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
-    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
-    ch = wp.dot(c0, wp.cross(c1, c2)) - (1.0 + 0.75 * mu / la)
+    cof, j = cofactor_determinant(F)
+    ch = j - (1.0 + 0.75 * mu / la)
     gh = _tet_particle_grads(cof, dm_inv)
-    dlh = _tet_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
+    dlh = _tet_multiplier_step(ch, lam[1], gh, w0, w1, w2, w3, m0, m1, m2, m3, la, vol, kd, dt, s)
 
     g = gd * dld + gh * dlh
-    d1 = wp.vec3(g[0, 0], g[1, 0], g[2, 0])
-    d2 = wp.vec3(g[0, 1], g[1, 1], g[2, 1])
-    d3 = wp.vec3(g[0, 2], g[1, 2], g[2, 2])
-    wp.atomic_add(delta, i0, -(d1 + d2 + d3) * w0)
-    wp.atomic_add(delta, i1, d1 * w1)
-    wp.atomic_add(delta, i2, d2 * w2)
-    wp.atomic_add(delta, i3, d3 * w3)
-    lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dlh)
+    d1, d2, d3 = matrix_columns(g)
+    corrections = wp.matrix_from_rows(-(d1 + d2 + d3) * w0, d1 * w1, d2 * w2, d3 * w3)
+    return wp.vec4i(i0, i1, i2, i3), corrections, True, wp.vec2(lam[0] + dld, lam[1] + dlh)
 
 
-solve_tet_constraints = element_constraint_stage(
-    "tetrahedra", solve_tet_constraints_kernel, "tet_count",
-    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", "tet")
+solve_tet_constraints_kernel, solve_tet_constraints = element_constraints(
+    "tetrahedra", "solve_tet_constraints_kernel", __name__, tet_step, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"), "tet_lambda", wp.vec2, "tet")

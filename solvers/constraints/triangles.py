@@ -14,44 +14,33 @@ lam = ``tri_ka``; damping gamma = ``tri_kd`` / (k dt) on each constraint.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
+from ..forces.element_funcs import (NO_PARTICLE, area_ratio_gradient, gather3, membrane_deformation,
+                                    membrane_vertex_gradients, triangle_vertices)
 from .compliance import damped_multiplier_step
-from .jacobi import element_constraint_stage
+from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func
-def _membrane_grads(p0: wp.vec3, p1: wp.vec3, dm: wp.mat22):
-    """dC/dx_j and dC/dx_k from dC/dF = [p0, p1] (dC/dx_i is minus their sum)."""
-    return wp.matrix_from_rows(p0 * dm[0, 0] + p1 * dm[0, 1], p0 * dm[1, 0] + p1 * dm[1, 1], wp.vec3(0.0))
+def _membrane_step(c: float, lam: float, p0: wp.vec3, p1: wp.vec3, dm: wp.mat22, wi: float, wj: float, wk: float,
+                   mi: wp.vec3, mj: wp.vec3, mk: wp.vec3, k: float, area: float, kd: float, dt: float, s: float):
+    """One membrane constraint's multiplier increment and its gradients on x_i, x_j, x_k, from dC/dF = [p0, p1]."""
+    gj, gk = membrane_vertex_gradients(p0, p1, dm)
+    gi = -(gj + gk)
+    dl = damped_multiplier_step(c, lam, wi * wp.dot(gi, gi) + wj * wp.dot(gj, gj) + wk * wp.dot(gk, gk),
+                                wp.dot(gi, mi) + wp.dot(gj, mj) + wp.dot(gk, mk), k, area, kd, dt, s)
+    return dl, gi, gj, gk
 
 
-@wp.kernel
-def solve_triangle_constraints_kernel(
-    # Model:
-    inv_mass: wp.array(dtype=float),
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat22),
-    areas: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    # Data in:
-    x_start: wp.array(dtype=wp.vec3),
-    dx: wp.array(dtype=wp.vec3),
-    lambda_in: wp.array(dtype=wp.vec2),
-    # In:
-    scale: wp.array(dtype=float),
-    dt: float,
-    # Data out:
-    delta: wp.array(dtype=wp.vec3),
-    lambda_out: wp.array(dtype=wp.vec2),
-):
-    t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
-    wi = inv_mass[i]
-    wj = inv_mass[j]
-    wk = inv_mass[k]
+@wp.func
+def triangle_step(t: int, inv_mass: wp.array(dtype=float), indices: wp.array2d(dtype=wp.int32),
+                  poses: wp.array(dtype=wp.mat22), areas: wp.array(dtype=float), materials: wp.array2d(dtype=float),
+                  x_start: wp.array(dtype=wp.vec3), dx: wp.array(dtype=wp.vec3), lambda_in: wp.array(dtype=wp.vec2),
+                  scale: wp.array(dtype=float), dt: float):
+    """Triangle t's particles, their corrections and its next multipliers (:mod:`.element_kernels`)."""
+    i, j, k = triangle_vertices(indices, t)
+    wi, wj, wk = gather3(inv_mass, i, j, k)
     dm = poses[t]
     mu = materials[t, 0]
     la = materials[t, 1] + mu
@@ -59,43 +48,27 @@ def solve_triangle_constraints_kernel(
     area = areas[t]
     s = scale[t]
     # edges from the start positions' differences and the displacements' (step-local: jacobi.py)
-    mi = dx[i]
-    mj = dx[j]
-    mk = dx[k]
+    mi, mj, mk = gather3(dx, i, j, k)
     xi = x_start[i]
     e1 = (x_start[j] - xi) + (mj - mi)
     e2 = (x_start[k] - xi) + (mk - mi)
-    f0 = e1 * dm[0, 0] + e2 * dm[1, 0]
-    f1 = e1 * dm[0, 1] + e2 * dm[1, 1]
+    f0, f1 = membrane_deformation(e1, e2, dm)
     lam = lambda_in[t]
 
     # stretch / shear
     cd = wp.sqrt(wp.dot(f0, f0) + wp.dot(f1, f1))
-    gd = _membrane_grads(f0 / cd, f1 / cd, dm)
-    gdj = gd[0]
-    gdk = gd[1]
-    gdi = -(gdj + gdk)
-    dld = damped_multiplier_step(cd, lam[0], wi * wp.dot(gdi, gdi) + wj * wp.dot(gdj, gdj) + wk * wp.dot(gdk, gdk),
-                                 wp.dot(gdi, mi) + wp.dot(gdj, mj) + wp.dot(gdk, mk), mu, area, kd, dt, s)
+    dld, gdi, gdj, gdk = _membrane_step(cd, lam[0], f0 / cd, f1 / cd, dm, wi, wj, wk, mi, mj, mk, mu, area, kd, dt, s)
 
     # area
-    c = wp.cross(f0, f1)
-    ratio = wp.length(c)
-    n = c / wp.max(ratio, 1.0e-12)
-    ga = _membrane_grads(wp.cross(f1, n), wp.cross(n, f0), dm)
-    gaj = ga[0]
-    gak = ga[1]
-    gai = -(gaj + gak)
-    dla = damped_multiplier_step(ratio - (1.0 + mu / la), lam[1],
-                                 wi * wp.dot(gai, gai) + wj * wp.dot(gaj, gaj) + wk * wp.dot(gak, gak),
-                                 wp.dot(gai, mi) + wp.dot(gaj, mj) + wp.dot(gak, mk), la, area, kd, dt, s)
+    ratio, dj0, dj1 = area_ratio_gradient(f0, f1)
+    dla, gai, gaj, gak = _membrane_step(ratio - (1.0 + mu / la), lam[1], dj0, dj1, dm, wi, wj, wk, mi, mj, mk, la,
+                                        area, kd, dt, s)
 
-    wp.atomic_add(delta, i, (gdi * dld + gai * dla) * wi)
-    wp.atomic_add(delta, j, (gdj * dld + gaj * dla) * wj)
-    wp.atomic_add(delta, k, (gdk * dld + gak * dla) * wk)
-    lambda_out[t] = wp.vec2(lam[0] + dld, lam[1] + dla)
+    corrections = wp.matrix_from_rows((gdi * dld + gai * dla) * wi, (gdj * dld + gaj * dla) * wj,
+                                      (gdk * dld + gak * dla) * wk, wp.vec3(0.0))
+    return wp.vec4i(i, j, k, NO_PARTICLE), corrections, True, wp.vec2(lam[0] + dld, lam[1] + dla)
 
 
-solve_triangle_constraints = element_constraint_stage(
-    "triangles", solve_triangle_constraints_kernel, "tri_count",
-    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", "tri")
+solve_triangle_constraints_kernel, solve_triangle_constraints = element_constraints(
+    "triangles", "solve_triangle_constraints_kernel", __name__, triangle_step, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"), "tri_lambda", wp.vec2, "tri")

@@ -1,4 +1,9 @@
-"""Force stages of the SemiImplicitSolver: each accumulates into a particle force or body wrench array."""
+"""Force stages of the SemiImplicitSolver: each accumulates into a particle force or body wrench array.
+
+The element kinds (``springs``, ``triangles``, ``bending``, ``tetrahedra``) each give their forces as a ``wp.func``
+that the one kernel definition of ``element_kernels`` runs; ``element_funcs`` holds what their kernels and the
+XPBDSolver's constraints on the same elements compute alike.
+"""
 
 from .bending import eval_bending_forces
 from .body_contact import eval_body_contact_forces, eval_body_contact_sweeps

@@ -9,7 +9,9 @@ element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_funcs import ElementVectors, gradient_rate, quad_vertices, weighted_squared_norms
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -47,40 +49,29 @@ def dihedral_angle_gradient(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3):
     return theta, d1, d2, d3, d4, ok
 
 
-@wp.kernel
-def bending_forces_kernel(
-    # Model:
-    indices: wp.array2d(dtype=wp.int32),
-    rest_angle: wp.array(dtype=float),
-    properties: wp.array2d(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
-    l = indices[t, 3]
+@wp.func
+def bending_forces(t: int, indices: wp.array2d(dtype=wp.int32), rest_angle: wp.array(dtype=float),
+                   stiffness: wp.array2d(dtype=float), damping: wp.array2d(dtype=float),
+                   inv_mass: wp.array(dtype=float), element_count: wp.array(dtype=wp.int32),
+                   x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), dt: float):
+    """Bending edge t's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`).
+
+    ``stiffness`` and ``damping`` are both ``edge_bending_properties`` (ke, kd): read for ke and for kd, so the
+    edges pass their arrays as the springs do (rest, stiffness, damping) to the one element force kernel.
+    """
+    i, j, k, l = quad_vertices(indices, t)
+    particles = wp.vec4i(i, j, k, l)
     theta, d1, d2, d3, d4, ok = dihedral_angle_gradient(x[i], x[j], x[k], x[l])
     if ok == 0.0:
-        return  # a collapsed wing has no defined angle
-    rate = wp.dot(d1, v[i]) + wp.dot(d2, v[j]) + wp.dot(d3, v[k]) + wp.dot(d4, v[l])
-    damping_rate = (wp.dot(d1, d1) * inv_mass[i] + wp.dot(d2, d2) * inv_mass[j] + wp.dot(d3, d3) * inv_mass[k]
-                    + wp.dot(d4, d4) * inv_mass[l]) * element_share(element_count, i, j, k, l)
-    kd = implicit_damping(properties[t, 1], damping_rate, dt)
-    s = -(properties[t, 0] * (theta - rest_angle[t]) + kd * rate)
-    wp.atomic_add(f, i, d1 * s)
-    wp.atomic_add(f, j, d2 * s)
-    wp.atomic_add(f, k, d3 * s)
-    wp.atomic_add(f, l, d4 * s)
+        return particles, ElementVectors(), False  # a collapsed wing has no defined angle
+    rate = gradient_rate(d1, d2, d3, d4, v[i], v[j], v[k], v[l])
+    damping_rate = weighted_squared_norms(d1, d2, d3, d4, inv_mass[i], inv_mass[j], inv_mass[k], inv_mass[l]) * (
+        element_share(element_count, i, j, k, l))
+    kd = implicit_damping(damping[t, 1], damping_rate, dt)
+    s = -(stiffness[t, 0] * (theta - rest_angle[t]) + kd * rate)
+    return particles, wp.matrix_from_rows(d1 * s, d2 * s, d3 * s, d4 * s), True
 
 
-eval_bending_forces = element_force_stage("bending", bending_forces_kernel, "edge_count",
-                                            ("edge_indices", "edge_rest_angle", "edge_bending_properties"))
+bending_forces_kernel, eval_bending_forces = element_forces(
+    "bending", "bending_forces_kernel", __name__, bending_forces, "edge_count",
+    ("edge_indices", "edge_rest_angle", "edge_bending_properties", "edge_bending_properties"))

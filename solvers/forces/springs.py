@@ -4,43 +4,32 @@
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_funcs import NO_PARTICLE, ElementVectors, pair_vertices
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
-@wp.kernel
-def spring_forces_kernel(
-    # Model:
-    indices: wp.array(dtype=wp.int32),
-    rest_length: wp.array(dtype=float),
-    stiffness: wp.array(dtype=float),
-    damping: wp.array(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    tid = wp.tid()
-    i = indices[2 * tid]
-    j = indices[2 * tid + 1]
+@wp.func
+def spring_forces(e: int, indices: wp.array(dtype=wp.int32), rest_length: wp.array(dtype=float),
+                  stiffness: wp.array(dtype=float), damping: wp.array(dtype=float), inv_mass: wp.array(dtype=float),
+                  element_count: wp.array(dtype=wp.int32), x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
+                  dt: float):
+    """Spring e's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`)."""
+    i, j = pair_vertices(indices, e)
+    particles = wp.vec4i(i, j, NO_PARTICLE, NO_PARTICLE)
     d = x[j] - x[i]
     length = wp.length(d)
     if length < 1.0e-12:
-        return  # direction undefined; a coincident pair exerts no force
+        return particles, ElementVectors(), False  # direction undefined; a coincident pair exerts no force
     n = d / length
     rate = wp.dot(v[j] - v[i], n)
-    kd = implicit_damping(damping[tid], (inv_mass[i] + inv_mass[j]) * element_share(element_count, i, j, -1, -1), dt)
-    fs = n * (stiffness[tid] * (length - rest_length[tid]) + kd * rate)
-    wp.atomic_add(f, i, fs)
-    wp.atomic_sub(f, j, fs)
+    kd = implicit_damping(damping[e], (inv_mass[i] + inv_mass[j]) * element_share(element_count, i, j, -1, -1), dt)
+    fs = n * (stiffness[e] * (length - rest_length[e]) + kd * rate)
+    return particles, wp.matrix_from_rows(fs, -fs, wp.vec3(0.0), wp.vec3(0.0)), True
 
 
-eval_spring_forces = element_force_stage("springs", spring_forces_kernel, "spring_count",
-                                          ("spring_indices", "spring_rest_length", "spring_stiffness",
-                                           "spring_damping"))
+spring_forces_kernel, eval_spring_forces = element_forces(
+    "springs", "spring_forces_kernel", __name__, spring_forces, "spring_count",
+    ("spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping"))

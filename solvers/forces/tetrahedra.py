@@ -11,7 +11,9 @@ Damping: P_d = k_damp' F sym(F^T dF/dt), k_damp capped per element (:mod:`inerti
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_funcs import cofactor_determinant, matrix_columns, quad_vertices, weighted_squared_norms
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -27,28 +29,13 @@ def tet_psi(F: wp.mat33, mu: float, lam: float):
     return 0.5 * m * (ic - 3.0) + 0.5 * l * (j - alpha) * (j - alpha) - 0.5 * m * wp.log(ic + 1.0)
 
 
-@wp.kernel
-def tetrahedron_forces_kernel(
-    # Model:
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33),
-    volumes: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    t = wp.tid()
-    i0 = indices[t, 0]
-    i1 = indices[t, 1]
-    i2 = indices[t, 2]
-    i3 = indices[t, 3]
+@wp.func
+def tetrahedron_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.array(dtype=wp.mat33),
+                       volumes: wp.array(dtype=float), materials: wp.array2d(dtype=float),
+                       inv_mass: wp.array(dtype=float), element_count: wp.array(dtype=wp.int32),
+                       x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), dt: float):
+    """Tetrahedron t's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`)."""
+    i0, i1, i2, i3 = quad_vertices(indices, t)
     x0 = x[i0]
     v0 = v[i0]
     dm_inv = poses[t]
@@ -62,15 +49,10 @@ def tetrahedron_forces_kernel(
     g2 = wp.vec3(dm_inv[1, 0], dm_inv[1, 1], dm_inv[1, 2])
     g3 = wp.vec3(dm_inv[2, 0], dm_inv[2, 1], dm_inv[2, 2])
     g0 = g1 + g2 + g3
-    rate = volumes[t] * (wp.dot(g0, g0) * inv_mass[i0] + wp.dot(g1, g1) * inv_mass[i1]
-                         + wp.dot(g2, g2) * inv_mass[i2] + wp.dot(g3, g3) * inv_mass[i3])
+    rate = volumes[t] * weighted_squared_norms(g0, g1, g2, g3, inv_mass[i0], inv_mass[i1], inv_mass[i2], inv_mass[i3])
     kd = implicit_damping(materials[t, 2], rate * element_share(element_count, i0, i1, i2, i3), dt)
 
-    c0 = wp.vec3(F[0, 0], F[1, 0], F[2, 0])
-    c1 = wp.vec3(F[0, 1], F[1, 1], F[2, 1])
-    c2 = wp.vec3(F[0, 2], F[1, 2], F[2, 2])
-    cof = wp.matrix_from_cols(wp.cross(c1, c2), wp.cross(c2, c0), wp.cross(c0, c1))
-    j = wp.dot(c0, wp.cross(c1, c2))
+    cof, j = cofactor_determinant(F)
     ic = wp.ddot(F, F)
 
     FtdF = wp.transpose(F) * dF
@@ -78,14 +60,10 @@ def tetrahedron_forces_kernel(
     P = F * (mu * (1.0 - 1.0 / (ic + 1.0))) + cof * (lam * (j - 1.0) - 0.75 * mu) + F * strain_rate * kd
 
     H = P * wp.transpose(dm_inv) * volumes[t]
-    h1 = wp.vec3(H[0, 0], H[1, 0], H[2, 0])
-    h2 = wp.vec3(H[0, 1], H[1, 1], H[2, 1])
-    h3 = wp.vec3(H[0, 2], H[1, 2], H[2, 2])
-    wp.atomic_add(f, i0, h1 + h2 + h3)
-    wp.atomic_sub(f, i1, h1)
-    wp.atomic_sub(f, i2, h2)
-    wp.atomic_sub(f, i3, h3)
+    h1, h2, h3 = matrix_columns(H)
+    return wp.vec4i(i0, i1, i2, i3), wp.matrix_from_rows(h1 + h2 + h3, -h1, -h2, -h3), True
 
 
-eval_tetrahedron_forces = element_force_stage("tetrahedra", tetrahedron_forces_kernel, "tet_count",
-                                                ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))
+tetrahedron_forces_kernel, eval_tetrahedron_forces = element_forces(
+    "tetrahedra", "tetrahedron_forces_kernel", __name__, tetrahedron_forces, "tet_count",
+    ("tet_indices", "tet_poses", "tet_volumes", "tet_materials"))

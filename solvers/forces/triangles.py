@@ -12,32 +12,21 @@ per element: :mod:`inertia.solvers.forces.elements`).
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from .elements import element_force_stage, element_share, implicit_damping
+from .element_funcs import (NO_PARTICLE, area_ratio_gradient, membrane_deformation, membrane_vertex_gradients,
+                            triangle_vertices)
+from .element_kernels import element_forces
+from .elements import element_share, implicit_damping
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
-@wp.kernel
-def triangle_forces_kernel(
-    # Model:
-    indices: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat22),
-    areas: wp.array(dtype=float),
-    materials: wp.array2d(dtype=float),
-    inv_mass: wp.array(dtype=float),
-    element_count: wp.array(dtype=wp.int32),
-    # Data in:
-    x: wp.array(dtype=wp.vec3),
-    v: wp.array(dtype=wp.vec3),
-    # In:
-    dt: float,
-    # Data out:
-    f: wp.array(dtype=wp.vec3),
-):
-    t = wp.tid()
-    i = indices[t, 0]
-    j = indices[t, 1]
-    k = indices[t, 2]
+@wp.func
+def triangle_forces(t: int, indices: wp.array2d(dtype=wp.int32), poses: wp.array(dtype=wp.mat22),
+                    areas: wp.array(dtype=float), materials: wp.array2d(dtype=float), inv_mass: wp.array(dtype=float),
+                    element_count: wp.array(dtype=wp.int32), x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
+                    dt: float):
+    """Triangle t's particles and the forces on them (:mod:`inertia.solvers.forces.element_kernels`)."""
+    i, j, k = triangle_vertices(indices, t)
     dm = poses[t]
     mu = materials[t, 0]
     lam = materials[t, 1] + mu
@@ -49,20 +38,9 @@ def triangle_forces_kernel(
         element_count, i, j, k, -1)
     kd = implicit_damping(materials[t, 2], rate, dt)
 
-    e1 = x[j] - x[i]
-    e2 = x[k] - x[i]
-    f0 = e1 * dm[0, 0] + e2 * dm[1, 0]
-    f1 = e1 * dm[0, 1] + e2 * dm[1, 1]
-    u1 = v[j] - v[i]
-    u2 = v[k] - v[i]
-    g0 = u1 * dm[0, 0] + u2 * dm[1, 0]
-    g1 = u1 * dm[0, 1] + u2 * dm[1, 1]
-
-    c = wp.cross(f0, f1)
-    area_ratio = wp.length(c)
-    n = c / wp.max(area_ratio, 1.0e-12)
-    dj0 = wp.cross(f1, n)
-    dj1 = wp.cross(n, f0)
+    f0, f1 = membrane_deformation(x[j] - x[i], x[k] - x[i], dm)
+    g0, g1 = membrane_deformation(v[j] - v[i], v[k] - v[i], dm)
+    area_ratio, dj0, dj1 = area_ratio_gradient(f0, f1)
 
     s = lam * (area_ratio - 1.0)
     p0 = mu * (f0 - dj0) + s * dj0
@@ -76,12 +54,12 @@ def triangle_forces_kernel(
     p1 = p1 + kd * (f0 * s01 + f1 * s11)
 
     a = areas[t]
-    h1 = (p0 * dm[0, 0] + p1 * dm[0, 1]) * a
-    h2 = (p0 * dm[1, 0] + p1 * dm[1, 1]) * a
-    wp.atomic_add(f, i, h1 + h2)
-    wp.atomic_sub(f, j, h1)
-    wp.atomic_sub(f, k, h2)
+    hj, hk = membrane_vertex_gradients(p0, p1, dm)
+    h1 = hj * a
+    h2 = hk * a
+    return wp.vec4i(i, j, k, NO_PARTICLE), wp.matrix_from_rows(h1 + h2, -h1, -h2, wp.vec3(0.0)), True
 
 
-eval_triangle_forces = element_force_stage("triangles", triangle_forces_kernel, "tri_count",
-                                             ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))
+triangle_forces_kernel, eval_triangle_forces = element_forces(
+    "triangles", "triangle_forces_kernel", __name__, triangle_forces, "tri_count",
+    ("tri_indices", "tri_poses", "tri_areas", "tri_materials"))

@@ -126,11 +126,12 @@ def test_the_access_check_is_live(capfd):
     model = kuka_builder().finalize(device=DEVICE, requires_grad=True)
     topo = inertia.FeatherstoneSolver(model).topology
     state = model.state()
-    q = wp.zeros(7, dtype=float, device=DEVICE, requires_grad=True)
+    q, qd = (wp.zeros(7, dtype=float, device=DEVICE, requires_grad=True) for _ in range(2))
     with wp.Tape():
         wp.launch(kinematics.gather_joints_kernel, 7, inputs=[topo.coord_state, state.joint_q], outputs=[q],
                   device=DEVICE)
-        wp.launch(kinematics.scatter_kernel, 7, inputs=[topo.coord_state, q], outputs=[state.joint_q], device=DEVICE)
+        wp.launch(kinematics.scatter_state_kernel, 7, inputs=[topo.tree, q, qd, 7, 7],
+                  outputs=[state.joint_q, state.joint_qd], device=DEVICE)
     out, err = capfd.readouterr()
     assert "read from in a previous launch" in out + err
 

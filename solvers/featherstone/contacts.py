@@ -41,7 +41,7 @@ from ...autodiff.backward_code import on_demand
 from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
-from .topology import Tree
+from .topology import Tree, articulation_block
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -135,9 +135,7 @@ def contact_jacobian_kernel(
     first, end = side_range(a0, a1)
     for k in range(first, end):
         a = wp.where(k == 0, a0, a1)
-        d0 = tree.art_dof_start[a]
-        nd = tree.art_dof_start[a + 1] - d0
-        m0 = tree.art_mat_start[a]
+        d0, nd, m0 = articulation_block(tree, a)
         zb = (c * 2 + k) * max_dofs
         r = x - art_ref[a]
         for i in range(nd):
@@ -224,9 +222,7 @@ def contact_force_kernel(
     damping_t = dt * c_t
     for k2 in range(first, end):  # tau += J^T force, H += damping_n J_n^T J_n + damping_t J_t^T J_t
         a2 = wp.where(k2 == 0, a0, a1)
-        e0 = tree.art_dof_start[a2]
-        ne = tree.art_dof_start[a2 + 1] - e0
-        n0 = tree.art_mat_start[a2]
+        e0, ne, n0 = articulation_block(tree, a2)
         r2 = x - art_ref[a2]
         for ri in range(ne):
             col_r = contact_column(tree, dof_S, e0 + ri, b0, b1, r2)

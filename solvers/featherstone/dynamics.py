@@ -30,7 +30,7 @@ from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology
 from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from .kinematics import dof_count, integrate_coordinates
-from .topology import Tree
+from .topology import Tree, articulation_block
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -142,9 +142,7 @@ def composite_kernel(
         ds = tree.slot_qd[sr]
         for k in range(dof_count(tree.slot_type[sr])):
             bias[ds + k] = wp.dot(dof_S[ds + k], body_fsub[cr])
-    d0 = tree.art_dof_start[a]
-    n = tree.art_dof_start[a + 1] - d0
-    m0 = tree.art_mat_start[a]
+    d0, n, m0 = articulation_block(tree, a)
     for r in range(n):
         row_slot = tree.dof_slot[d0 + r]
         F = body_Ic[tree.slot_child[row_slot]] * dof_S[d0 + r]

@@ -319,55 +319,59 @@ def state_coordinate(joint_q: wp.array(dtype=float), body_q: wp.array(dtype=wp.t
 
 
 @wp.kernel
-def gather_coordinates_kernel(
+def gather_state_kernel(
     # Model:
-    coord_state: wp.array(dtype=wp.int32),
-    coord_body: wp.array(dtype=wp.int32),
-    coord_comp: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
     joint_q: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
-    # Data out:
-    q: wp.array(dtype=float),
-):
-    i = wp.tid()
-    q[i] = state_coordinate(joint_q, body_q, coord_state[i], coord_body[i], coord_comp[i])
-
-
-@wp.kernel
-def gather_rates_kernel(
-    # Model:
-    dof_state: wp.array(dtype=wp.int32),
-    dof_body: wp.array(dtype=wp.int32),
-    dof_comp: wp.array(dtype=wp.int32),
-    # Data in:
     joint_qd: wp.array(dtype=float),
     body_qd: wp.array(dtype=wp.spatial_vector),
+    # In:
+    coord_count: int,
+    dof_count: int,
     # Data out:
+    q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
 ):
+    """(q, qd) in the solver's order from a State: model joints' ``joint_q`` / ``joint_qd``, a virtual free
+    joint's from its body's ``body_q`` / ``body_qd``. One thread per coordinate and per rate."""
     i = wp.tid()
-    src = dof_state[i]
-    if src >= 0:
-        qd[i] = joint_qd[src]
-    else:
-        qd[i] = body_qd[dof_body[i]][dof_comp[i]]
+    if i < coord_count:
+        q[i] = state_coordinate(joint_q, body_q, tree.coord_state[i], tree.coord_body[i], tree.coord_comp[i])
+    if i < dof_count:
+        src = tree.dof_state[i]
+        if src >= 0:
+            qd[i] = joint_qd[src]
+        else:
+            qd[i] = body_qd[tree.dof_body[i]][tree.dof_comp[i]]
 
 
 @wp.kernel
-def scatter_kernel(
+def scatter_state_kernel(
     # Model:
-    index_state: wp.array(dtype=wp.int32),
+    tree: Tree,
     # Data in:
-    values: wp.array(dtype=float),
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    # In:
+    coord_count: int,
+    dof_count: int,
     # Data out:
-    state_values: wp.array(dtype=float),
+    joint_q: wp.array(dtype=float),
+    joint_qd: wp.array(dtype=float),
 ):
-    """``State.joint_q`` (or ``joint_qd``) entries of model joints from the solver's order (virtual ones skipped)."""
+    """``State.joint_q`` / ``joint_qd`` entries of model joints from the solver's order (virtual ones skipped:
+    their bodies' poses come from the body outputs)."""
     i = wp.tid()
-    dst = index_state[i]
-    if dst >= 0:
-        state_values[dst] = values[i]
+    if i < coord_count:
+        dst = tree.coord_state[i]
+        if dst >= 0:
+            joint_q[dst] = q[i]
+    if i < dof_count:
+        dst_d = tree.dof_state[i]
+        if dst_d >= 0:
+            joint_qd[dst_d] = qd[i]
 
 
 @wp.kernel

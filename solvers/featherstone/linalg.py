@@ -27,7 +27,7 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ...autodiff.tape import recording_tape
-from .topology import Tree
+from .topology import Tree, articulation_block
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -43,8 +43,7 @@ def cholesky_kernel(
     L: wp.array(dtype=float),  # its upper triangle stays as it was (zero)
 ):
     a = wp.tid()
-    n = tree.art_dof_start[a + 1] - tree.art_dof_start[a]
-    m0 = tree.art_mat_start[a]
+    d0, n, m0 = articulation_block(tree, a)
     for j in range(n):
         jj = m0 + j * n + j
         for k in range(j):
@@ -76,9 +75,7 @@ def cholesky_solve_kernel(
 ):
     """x = (L L^T)^-1 b with b = dt (b_joint + b_contact - b_bias): the velocity change of the step."""
     a = wp.tid()
-    d0 = tree.art_dof_start[a]
-    n = tree.art_dof_start[a + 1] - d0
-    m0 = tree.art_mat_start[a]
+    d0, n, m0 = articulation_block(tree, a)
     for i in range(n):
         for k in range(i):
             wp.atomic_add(partial_y, d0 + i, L[m0 + i * n + k] * y[d0 + k])
@@ -109,8 +106,7 @@ def cholesky_forward_kernel(
     ``reuse``: where an articulation's block of A equals A0's entry for entry (no contact touched it), its
     factor is L0's (the same bits as factoring it again, in n^2 reads instead of n^3 / 6 multiply-adds)."""
     a = wp.tid()
-    n = tree.art_dof_start[a + 1] - tree.art_dof_start[a]
-    m0 = tree.art_mat_start[a]
+    d0, n, m0 = articulation_block(tree, a)
     if reuse != 0:
         same = int(1)
         for e in range(n * n):
@@ -151,9 +147,7 @@ def cholesky_solve_forward_kernel(
 ):
     """:func:`cholesky_solve_kernel` without its adjoint: the sums in local variables (the same bits)."""
     a = wp.tid()
-    d0 = tree.art_dof_start[a]
-    n = tree.art_dof_start[a + 1] - d0
-    m0 = tree.art_mat_start[a]
+    d0, n, m0 = articulation_block(tree, a)
     for i in range(n):
         forward = float(0.0)
         for k in range(i):

@@ -194,14 +194,10 @@ class FeatherstoneSolver(SolverBase):
 
     def _gather(self, state, q, qd) -> None:
         topo, dev = self.topology, self.model.device
-        if topo.coord_count:
-            wp.launch(kinematics.gather_coordinates_kernel, dim=topo.coord_count,
-                      inputs=[topo.coord_state, topo.coord_body, topo.coord_comp, state.joint_q, state.body_q],
-                      outputs=[q], device=dev)
-        if topo.dof_count:
-            wp.launch(kinematics.gather_rates_kernel, dim=topo.dof_count,
-                      inputs=[topo.dof_state, topo.dof_body, topo.dof_comp, state.joint_qd, state.body_qd],
-                      outputs=[qd], device=dev)
+        if topo.coord_count or topo.dof_count:
+            wp.launch(kinematics.gather_state_kernel, dim=max(topo.coord_count, topo.dof_count),
+                      inputs=[topo.tree, state.joint_q, state.body_q, state.joint_qd, state.body_qd, topo.coord_count,
+                              topo.dof_count], outputs=[q, qd], device=dev)
 
     def _body_outputs(self, q, qd, from_state: int, twist, state) -> None:
         m, topo = self.model, self.topology
@@ -252,12 +248,11 @@ class FeatherstoneSolver(SolverBase):
             self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next)
         else:
             self._rk4(data, controls, contacts, state_in, state_out, dt)
-        if model.joint_coord_count:
-            wp.launch(kinematics.scatter_kernel, dim=topo.coord_count, inputs=[topo.coord_state, data.q_next],
-                      outputs=[state_out.joint_q], device=dev)
-        if model.joint_dof_count:
-            wp.launch(kinematics.scatter_kernel, dim=topo.dof_count, inputs=[topo.dof_state, data.qd_next],
-                      outputs=[state_out.joint_qd], device=dev)
+        if model.joint_coord_count or model.joint_dof_count:  # virtual free joints write no State joint entries
+            n_q, n_qd = topo.coord_count if model.joint_coord_count else 0, topo.dof_count if model.joint_dof_count else 0
+            wp.launch(kinematics.scatter_state_kernel, dim=max(n_q, n_qd),
+                      inputs=[topo.tree, data.q_next, data.qd_next, n_q, n_qd],
+                      outputs=[state_out.joint_q, state_out.joint_qd], device=dev)
         self._body_outputs(data.q_next, data.qd_next, 0, data.twist, state_out)
         self._check("integrate", joint_q=state_out.joint_q, joint_qd=state_out.joint_qd, body_q=state_out.body_q,
                     body_qd=state_out.body_qd)

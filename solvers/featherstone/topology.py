@@ -50,9 +50,21 @@ class Tree:
     slot_end: wp.array(dtype=wp.int32)  # end of the slot's subtree: its descendants are [s + 1, slot_end[s])
     dof_slot: wp.array(dtype=wp.int32)  # slot of a degree of freedom
     dof_state: wp.array(dtype=wp.int32)  # its index in State.joint_qd and the per-dof model arrays (-1: virtual)
+    dof_body: wp.array(dtype=wp.int32)  # a virtual free joint's rate: its body's body_qd (-1 otherwise) ...
+    dof_comp: wp.array(dtype=wp.int32)  # ... component k of it
+    coord_state: wp.array(dtype=wp.int32)  # a coordinate's index in State.joint_q (-1: virtual)
+    coord_body: wp.array(dtype=wp.int32)  # a virtual free joint's coordinate: its body's body_q (-1 otherwise) ...
+    coord_comp: wp.array(dtype=wp.int32)  # ... component k of (position, quaternion)
     body_slot: wp.array(dtype=wp.int32)  # slot whose child a body is (-1: none)
     body_art: wp.array(dtype=wp.int32)  # articulation of a body (-1: none)
 
+
+
+@wp.func
+def articulation_block(tree: Tree, a: int):
+    """(first degree of freedom, their count n, start of the n x n mass-matrix block) of articulation ``a``."""
+    d0 = tree.art_dof_start[a]
+    return d0, tree.art_dof_start[a + 1] - d0, tree.art_mat_start[a]
 
 class Topology:
     """Slots, articulations and index maps of one model (host arrays ``*_np`` and their ``wp.array``s)."""

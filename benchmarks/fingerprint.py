@@ -4,7 +4,8 @@ For refactors that must leave results bitwise unchanged: run it before and after
 compare (``python benchmarks/fingerprint.py --out before.json``, then ``--compare before.json``). It
 covers each scene of ``bench_scenes`` in both solvers (collision, every force and constraint stage,
 bodies and joints), many worlds built by ``replicate`` and a rotated ``add_builder`` (their reset too),
-and tape gradients of a cloth, a soft block and a rigid scene through ``inertia.Rollout``. Hashes
+and tape gradients of a cloth, a soft block and a rigid scene through ``inertia.Rollout``, and of every
+element kind's Model arrays on a plain ``wp.Tape``. Hashes
 depend on the CPU's rounding, so compare on one machine only.
 """
 
@@ -125,6 +126,42 @@ def gradients() -> dict:
     return out
 
 
+ELEMENT_PARAMS = ("spring_rest_length", "spring_stiffness", "spring_damping", "tri_poses", "tri_areas", "tri_materials",
+                  "edge_rest_angle", "edge_bending_properties", "tet_poses", "tet_volumes", "tet_materials",
+                  "particle_inv_mass")
+
+
+def element_gradients(steps: int = 20) -> dict:
+    """Every element kind (springs, membranes, bending edges, tets) in both solvers on one wp.Tape: the final
+    state and the gradient of a fixed weighting of the final positions to each of their Model arrays and to
+    the initial state (the scenes above have no springs, and the rollout covers only materials)."""
+    import inertia
+
+    out = {}
+    for name in ("semi_implicit", "xpbd"):
+        b = inertia.ModelBuilder()
+        b.add_cloth_grid(4, 3, pos=(0.0, 0.0, 1.0), cell_x=0.1, cell_y=0.1, mass=0.05, fix_left=True, tri_kd=5.0,
+                         edge_ke=0.5, edge_kd=0.05, add_springs=True, spring_ke=300.0, spring_kd=0.3)
+        b.add_soft_grid(2, 2, 1, pos=(1.0, 0.0, 0.5), k_mu=2.0e4, k_lambda=3.0e4, k_damp=5.0, fix_left=True)
+        model = b.finalize(requires_grad=True)
+        solver, dt = ((inertia.SemiImplicitSolver(model), 1.0 / 2400.0) if name == "semi_implicit"
+                      else (inertia.XPBDSolver(model, iterations=6), 1.0 / 600.0))
+        states = [model.state(requires_grad=True) for _ in range(steps + 1)]
+        q0 = states[0].particle_q.numpy()
+        q0[:, 2] += 0.01 * np.sin(np.arange(len(q0)))  # out of its rest shape: every element is loaded
+        states[0].particle_q.assign(q0)
+        tape = wp.Tape()
+        with tape:
+            for k in range(steps):
+                solver.step(states[k], states[k + 1], None, None, dt)
+        weights = wp.array(np.cos(np.arange(3 * len(q0))).reshape(-1, 3).astype(np.float32), dtype=wp.vec3)
+        tape.backward(grads={states[-1].particle_q: weights})
+        out[f"elements/{name}"] = digest(states[-1].particle_q.numpy(), states[-1].particle_qd.numpy(),
+                                         *(getattr(model, p).grad.numpy() for p in ELEMENT_PARAMS),
+                                         states[0].particle_q.grad.numpy(), states[0].particle_qd.grad.numpy())
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=60, help="steps per scene")
@@ -135,7 +172,7 @@ def main(argv=None):
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
     steps = 3 if args.tiny else args.steps
-    result = {**scenes(steps), **worlds(steps), **gradients()}
+    result = {**scenes(steps), **worlds(steps), **gradients(), **element_gradients(3 if args.tiny else 20)}
     for k, v in result.items():
         print(f"{k:28s} {v}")
     if args.out:

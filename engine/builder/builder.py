@@ -95,8 +95,7 @@ class ModelBuilder(GridBuilderMixin, ShapeBuilderMixin, BodyBuilderMixin, SceneI
         self.particle_mass.append(mass)
         self.particle_radius.append(radius)
         self.particle_flags.append(int(flags))
-        self.particle_world.append(self._current_world)
-        self._use_world(self._current_world)
+        self._add_to_current_world(self.particle_world)
         return len(self.particle_q) - 1
 
     def _check_particles(self, indices, what: str) -> tuple:

@@ -29,6 +29,31 @@ def _grid_frame(pos, rot):
     return p, r
 
 
+def _block(counts):
+    """Yields (x, y, z) of a block of counts (nx, ny, nz) points or cells, x fastest, then y, then z.
+
+    Every grid adds its particles, and visits its cells, in this order, so a particle's index follows from
+    (x, y, z) alone.
+    """
+    nx, ny, nz = counts
+    for z in range(nz):
+        for y in range(ny):
+            for x in range(nx):
+                yield x, y, z
+
+
+def _lattice(counts, cells):
+    """Yields (x, y, z, position in the grid's frame) of a block of counts points spaced cells [m] apart."""
+    cx, cy, cz = cells
+    for x, y, z in _block(counts):
+        yield x, y, z, np.array([x * cx, y * cy, z * cz])
+
+
+def _pinned(i: int, last: int, fix_low, fix_high) -> bool:
+    """Whether lattice coordinate i (of 0..last) lies on a fixed face: the low one (i = 0) or the high one."""
+    return (fix_low and i == 0) or (fix_high and i == last)
+
+
 def _check_dims(**dims):
     for name, d in dims.items():
         if isinstance(d, bool) or int(d) != d or d < 1:
@@ -79,23 +104,18 @@ class GridBuilderMixin:
         def index(x, y):
             return start + y * (dim_x + 1) + x
 
-        for y in range(dim_y + 1):
-            for x in range(dim_x + 1):
-                local = np.array([x * cell_x, y * cell_y, 0.0])
-                fixed = (fix_left and x == 0) or (fix_right and x == dim_x) or (fix_bottom and y == 0) or (
-                    fix_top and y == dim_y
-                )
-                self.add_particle(p0 + r @ local, vel, 0.0 if fixed else mass, radius)
+        for x, y, _, local in _lattice((dim_x + 1, dim_y + 1, 1), (cell_x, cell_y, 0.0)):
+            fixed = _pinned(x, dim_x, fix_left, fix_right) or _pinned(y, dim_y, fix_bottom, fix_top)
+            self.add_particle(p0 + r @ local, vel, 0.0 if fixed else mass, radius)
 
         tris = []
-        for y in range(dim_y):
-            for x in range(dim_x):
-                v00, v10, v01, v11 = index(x, y), index(x + 1, y), index(x, y + 1), index(x + 1, y + 1)
-                # alternate the diagonal so the sheet has no preferred shear direction
-                if (x + y) % 2 == 0:
-                    tris += [(v00, v10, v11), (v00, v11, v01)]
-                else:
-                    tris += [(v00, v10, v01), (v10, v11, v01)]
+        for x, y, _ in _block((dim_x, dim_y, 1)):
+            v00, v10, v01, v11 = index(x, y), index(x + 1, y), index(x, y + 1), index(x + 1, y + 1)
+            # alternate the diagonal so the sheet has no preferred shear direction
+            if (x + y) % 2 == 0:
+                tris += [(v00, v10, v11), (v00, v11, v01)]
+            else:
+                tris += [(v00, v10, v01), (v10, v11, v01)]
         for t in tris:
             self.add_triangle(*t, tri_ke=tri_ke, tri_ka=tri_ka, tri_kd=tri_kd)
         self.add_bending_edges(tris, edge_ke=edge_ke, edge_kd=edge_kd)
@@ -162,24 +182,16 @@ class GridBuilderMixin:
             return start + (z * ny + y) * nx + x
 
         fixed = []
-        for z in range(dim_z + 1):
-            for y in range(dim_y + 1):
-                for x in range(dim_x + 1):
-                    local = np.array([x * cell_x, y * cell_y, z * cell_z])
-                    self.add_particle(p0 + r @ local, vel, 0.0, radius)
-                    fixed.append(
-                        (fix_left and x == 0) or (fix_right and x == dim_x) or (fix_bottom and z == 0)
-                        or (fix_top and z == dim_z)
-                    )
+        for x, y, z, local in _lattice((nx, ny, dim_z + 1), (cell_x, cell_y, cell_z)):
+            self.add_particle(p0 + r @ local, vel, 0.0, radius)
+            fixed.append(_pinned(x, dim_x, fix_left, fix_right) or _pinned(z, dim_z, fix_bottom, fix_top))
         vertex_mass = np.zeros(len(fixed))
-        for z in range(dim_z):
-            for y in range(dim_y):
-                for x in range(dim_x):
-                    c = [index(x + (i & 1), y + ((i >> 1) & 1), z + ((i >> 2) & 1)) for i in range(8)]
-                    for tet in _hex_to_tets(c, (x + y + z) % 2 == 1):
-                        t = self.add_tetrahedron(*tet, k_mu=k_mu, k_lambda=k_lambda, k_damp=k_damp)
-                        for v in self.tet_indices[t]:
-                            vertex_mass[v - start] += 0.25 * density * self.tet_volumes[t]
+        for x, y, z in _block((dim_x, dim_y, dim_z)):
+            c = [index(x + (i & 1), y + ((i >> 1) & 1), z + ((i >> 2) & 1)) for i in range(8)]
+            for tet in _hex_to_tets(c, (x + y + z) % 2 == 1):
+                t = self.add_tetrahedron(*tet, k_mu=k_mu, k_lambda=k_lambda, k_damp=k_damp)
+                for v in self.tet_indices[t]:
+                    vertex_mass[v - start] += 0.25 * density * self.tet_volumes[t]
         for n, m in enumerate(vertex_mass):
             self.particle_mass[start + n] = 0.0 if fixed[n] else float(m)
         return range(start, self.particle_count)
@@ -214,12 +226,10 @@ class GridBuilderMixin:
         mean = RADIUS_PER_CELL * min(cell_x, cell_y, cell_z) if radius_mean is None else radius_mean
         p0, r = _grid_frame(pos, rot)
         start = self.particle_count
-        for z in range(dim_z):
-            for y in range(dim_y):
-                for x in range(dim_x):
-                    local = np.array([x * cell_x, y * cell_y, z * cell_z]) + rng.uniform(-jitter, jitter, 3)
-                    radius = max(1e-4, mean + radius_std * rng.standard_normal()) if radius_std else mean
-                    self.add_particle(p0 + r @ local, vel, mass, radius)
+        for _, _, _, local in _lattice((dim_x, dim_y, dim_z), (cell_x, cell_y, cell_z)):
+            local = local + rng.uniform(-jitter, jitter, 3)
+            radius = max(1e-4, mean + radius_std * rng.standard_normal()) if radius_std else mean
+            self.add_particle(p0 + r @ local, vel, mass, radius)
         return range(start, self.particle_count)
 
 

@@ -142,6 +142,11 @@ class WorldBuilderMixin:
         if world > self._highest_world:
             self._highest_world = world
 
+    def _add_to_current_world(self, entity_world: list) -> None:
+        """Put a new particle or body in the current world: its ``*_world`` entry, and the world counts as used."""
+        entity_world.append(self._current_world)
+        self._use_world(self._current_world)
+
     def _new_world(self) -> int:
         """World 0 on a builder that holds nothing in any world yet (shared static shapes at most), else the next."""
         return 0 if self._highest_world < 0 else self.num_worlds

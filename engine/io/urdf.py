@@ -120,6 +120,17 @@ class _Reader:
     def number(self, el, name: str, where: str, default=None) -> float:
         return self.floats(el, name, 1, where, None if default is None else (default,))[0]
 
+    def nonnegative(self, el, attrs, where: str) -> dict:
+        """{key: value} of the ``(attribute, key)`` pairs in ``attrs`` that ``el`` gives, each refused if < 0."""
+        values = {}
+        for attr, key in attrs:
+            if el.get(attr) is not None:
+                v = self.number(el, attr, where)
+                if v < 0.0:
+                    self.fail(where, f"<{el.tag} {attr}> must be >= 0, got {v}")
+                values[key] = v
+        return values
+
     def one(self, el, tag: str, where: str):
         """The first ``<tag>`` child of ``el`` (a repeated one warns, as PyBullet uses the first)."""
         found = el.findall(tag)
@@ -484,13 +495,8 @@ def _joint(r: _Reader, el, name: str, root: str) -> Joint:
         r.fail(where, f"<axis xyz> must be non-zero, got {j.axis}")
     limit = r.one(el, "limit", where)
     if limit is not None:
-        for attr, key in (("effort", "effort_limit"), ("velocity", "velocity_limit")):
-            if limit.get(attr) is not None:
-                v = r.number(limit, attr, where)
-                if v < 0.0:
-                    r.fail(where, f"<limit {attr}> must be >= 0, got {v}")
-                if v > 0.0:  # 0 is how many files say "not given"
-                    j.dynamics[key] = v
+        given = r.nonnegative(limit, (("effort", "effort_limit"), ("velocity", "velocity_limit")), where)
+        j.dynamics.update((key, v) for key, v in given.items() if v > 0.0)  # 0 is how many files say "not given"
     if jtype == "continuous" and limit is not None and (limit.get("lower") or limit.get("upper")) is not None:
         r.warner.add("continuous joint with <limit lower upper>", where, "limited as PyBullet limits it",
                      verb="tolerated")
@@ -510,12 +516,7 @@ def _joint(r: _Reader, el, name: str, root: str) -> Joint:
                 j.lower, j.upper = lower, upper
     dyn = r.one(el, "dynamics", where)
     if dyn is not None:
-        for attr, key in (("damping", "damping"), ("friction", "friction")):
-            if dyn.get(attr) is not None:
-                v = r.number(dyn, attr, where)
-                if v < 0.0:
-                    r.fail(where, f"<dynamics {attr}> must be >= 0, got {v}")
-                j.dynamics[key] = v
+        j.dynamics.update(r.nonnegative(dyn, (("damping", "damping"), ("friction", "friction")), where))
     mimic = r.one(el, "mimic", where)
     if mimic is not None:
         j.mimic = (r.attr(mimic, "joint", where), r.number(mimic, "multiplier", where, 1.0),

@@ -12,7 +12,8 @@ import math
 import numpy as np
 import warp as wp
 
-from bench_scenes import GROUND, PARTICLE_CONTACT, RIGID_SCENES, SOLVERS, ChainScene, body_com_positions
+from bench_scenes import (GROUND, PARTICLE_CONTACT, RIGID_SCENES, SOLVERS, ChainScene, body_com_positions,
+                          model_counts)
 
 
 def import_newton():
@@ -272,10 +273,7 @@ class NewtonRunner:
 
     # ------------------------------------------------------------------ stepping
     def counts(self) -> dict:
-        m = self.model
-        return {"particles": m.particle_count, "springs": m.spring_count, "triangles": m.tri_count,
-                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count, "bodies": m.body_count,
-                "joints": m.joint_count}
+        return model_counts(self.model)
 
     def step(self):
         self.step_fresh(self.state_0, self.state_1)

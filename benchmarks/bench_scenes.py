@@ -59,7 +59,6 @@ class Scene:
     """A benchmark scene: its default/tiny sizes, shared parameters and the inertia builder."""
 
     name = ""
-    ndim = 3
     default_size: tuple = ()
     tiny_size: tuple = ()
     description = ""
@@ -67,11 +66,24 @@ class Scene:
     def params(self, size) -> dict:  # pragma: no cover - interface
         raise NotImplementedError
 
+    @property
+    def ndim(self) -> int:
+        """How many numbers a size has (the default size's)."""
+        return len(self.default_size)
+
     def expected_counts(self, size) -> dict:  # pragma: no cover - interface
         """Element counts the inertia model must have (checked after building)."""
         raise NotImplementedError
 
-    def build_inertia(self, size, device):  # pragma: no cover - interface
+    def build_inertia(self, size, device):
+        """The scene's inertia model: ``add_to`` on the shared builder (ground, particle contact), finalized."""
+        p = self.params(size)
+        b = self._inertia_builder()
+        self.add_to(b, p)
+        return b.finalize(device=device)
+
+    def add_to(self, b, p) -> None:  # pragma: no cover - interface
+        """Add the scene's entities, as ``params`` describes them, to the builder ``b``."""
         raise NotImplementedError
 
     @staticmethod
@@ -89,7 +101,6 @@ class Scene:
 
 class ClothScene(Scene):
     name = "cloth"
-    ndim = 2
     default_size = (64, 64)
     tiny_size = (8, 8)
     description = "hanging cloth, pinned on one edge"
@@ -107,20 +118,16 @@ class ClothScene(Scene):
         interior_edges = nx * (ny + 1) + ny * (nx + 1) + nx * ny - 2 * (nx + ny)
         return {"particles": (nx + 1) * (ny + 1), "triangles": 2 * nx * ny, "edges": interior_edges, "tets": 0}
 
-    def build_inertia(self, size, device):
-        p = self.params(size)
-        b = self._inertia_builder()
+    def add_to(self, b, p) -> None:
         b.add_cloth_grid(
             p["dim_x"], p["dim_y"], pos=p["pos"], cell_x=p["cell"], cell_y=p["cell"], mass=p["mass"],
             fix_left=p["fix_left"], tri_ke=p["tri_ke"], tri_ka=p["tri_ka"], tri_kd=p["tri_kd"],
             edge_ke=p["edge_ke"], edge_kd=p["edge_kd"], particle_radius=p["radius"],
         )
-        return b.finalize(device=device)
 
 
 class GranularScene(Scene):
     name = "granular"
-    ndim = 3
     default_size = (32, 32, 32)
     tiny_size = (6, 6, 6)
     description = "granular block dropped on the ground, particle-particle contact on"
@@ -137,19 +144,15 @@ class GranularScene(Scene):
     def expected_counts(self, size) -> dict:
         return {"particles": math.prod(size), "triangles": 0, "edges": 0, "tets": 0}
 
-    def build_inertia(self, size, device):
-        p = self.params(size)
-        b = self._inertia_builder()
+    def add_to(self, b, p) -> None:
         b.add_particle_grid(
             p["dim_x"], p["dim_y"], p["dim_z"], pos=p["pos"], vel=p["vel"], cell_x=p["cell"], cell_y=p["cell"],
             cell_z=p["cell"], mass=p["mass"], jitter=p["jitter"], radius_mean=p["radius"],
         )
-        return b.finalize(device=device)
 
 
 class SoftScene(Scene):
     name = "soft"
-    ndim = 3
     default_size = (16, 16, 4)
     tiny_size = (4, 4, 2)
     description = "soft tet block dropped on the ground"
@@ -166,15 +169,12 @@ class SoftScene(Scene):
         nx, ny, nz = size
         return {"particles": (nx + 1) * (ny + 1) * (nz + 1), "triangles": 0, "edges": 0, "tets": 5 * nx * ny * nz}
 
-    def build_inertia(self, size, device):
-        p = self.params(size)
-        b = self._inertia_builder()
+    def add_to(self, b, p) -> None:
         b.add_soft_grid(
             p["dim_x"], p["dim_y"], p["dim_z"], pos=p["pos"], vel=p["vel"], cell_x=p["cell"], cell_y=p["cell"],
             cell_z=p["cell"], density=p["density"], k_mu=p["k_mu"], k_lambda=p["k_lambda"], k_damp=p["k_damp"],
             particle_radius=p["radius"],
         )
-        return b.finalize(device=device)
 
 
 def quat_about_z(angle: float) -> tuple:
@@ -184,7 +184,6 @@ def quat_about_z(angle: float) -> tuple:
 
 class BoxesScene(Scene):
     name = "boxes"
-    ndim = 3
     default_size = (4, 4, 4)
     tiny_size = (2, 2, 1)
     description = "pile of rigid boxes dropped onto the ground"
@@ -213,19 +212,16 @@ class BoxesScene(Scene):
         n = math.prod(size)
         return {"particles": 0, "triangles": 0, "edges": 0, "tets": 0, "bodies": n, "joints": 0, "shapes": n + 1}
 
-    def build_inertia(self, size, device):
-        p = self.params(size)
-        b = self._inertia_builder()
+    @staticmethod
+    def add_to(b, p) -> None:  # static: benchmarks/worlds.py adds this pile beside a chain in one world
         h = p["half"]
         for pose in p["poses"]:
             body = b.add_body(xform=pose)
             b.add_shape_box(body, hx=h, hy=h, hz=h, density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
-        return b.finalize(device=device)
 
 
 class ChainScene(Scene):
     name = "chain"
-    ndim = 1
     default_size = (32,)
     tiny_size = (4,)
     description = "pendulum chain of capsules on revolute joints, released from horizontal"
@@ -268,18 +264,20 @@ class ChainScene(Scene):
             out.append((pose, parent, ((-0.5 * link, 0.0, 0.0), ident), ((0.0, 0.0, 0.0), along_x)))
         return out
 
-    def build_inertia(self, size, device):
-        p = self.params(size)
-        b = self._inertia_builder()
+    def add_to(self, b, p) -> None:
         b.joint_attach_ke, b.joint_attach_kd = p["joint_attach_ke"], p["joint_attach_kd"]
+        self.add_links(b, p)
+
+    @staticmethod
+    def add_links(b, p) -> None:
+        """The capsule links and their revolute joints (benchmarks/worlds.py's mixed world adds these too)."""
         prev = -1
-        for pose, parent, child, capsule in self.link_frames(p):
+        for pose, parent, child, capsule in ChainScene.link_frames(p):
             body = b.add_body(xform=pose)
             b.add_shape_capsule(body, xform=capsule, radius=p["radius"], half_height=p["half_height"],
                                 density=p["density"], ke=p["ke"], kd=p["kd"], mu=p["mu"])
             b.add_joint_revolute(prev, body, parent_xform=parent, child_xform=child, axis=p["axis"])
             prev = body
-        return b.finalize(device=device)
 
 
 class ArmScene(Scene):
@@ -288,7 +286,6 @@ class ArmScene(Scene):
     hits its limits; no contacts (no ground, no self-collision, in every engine). The size is (1,): one arm."""
 
     name = "arm"
-    ndim = 1
     default_size = (1,)
     tiny_size = (1,)
     description = "7-DoF KUKA iiwa arm (URDF) released from a bent pose under gravity, joint damping, no contacts"
@@ -459,6 +456,13 @@ def register_featherstone() -> bool:
 register_featherstone()
 
 
+def model_counts(m) -> dict:
+    """Entity counts of an inertia or a Newton model (both name them alike): the rows' ``counts``."""
+    return {"particles": m.particle_count, "springs": m.spring_count, "triangles": m.tri_count,
+            "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count, "bodies": m.body_count,
+            "joints": m.joint_count}
+
+
 class InertiaRunner:
     """One inertia simulation of a scene, stepped the way the README's minimal loop does."""
 
@@ -487,10 +491,7 @@ class InertiaRunner:
         self._static = None
 
     def counts(self) -> dict:
-        m = self.model
-        return {"particles": m.particle_count, "springs": m.spring_count, "triangles": m.tri_count,
-                "edges": m.edge_count, "tets": m.tet_count, "shapes": m.shape_count, "bodies": m.body_count,
-                "joints": m.joint_count}
+        return model_counts(self.model)
 
     def step(self):
         self.model.collide(self.state_0, self.contacts)

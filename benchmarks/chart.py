@@ -19,6 +19,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))  # _common: the examples' figure helpers
+
+from _common import pyplot_or_none, save_figure  # noqa: E402
 
 DEFAULT_SIZES = {"cloth": "16x16/32x32/64x64", "granular": "8x8x8/16x16x16/24x24x24", "soft": "4x4x2/8x8x4/16x16x4",
                  "boxes": "2x2x2/4x4x4/6x6x6", "chain": "8/32/128"}
@@ -69,15 +72,9 @@ def sweep(args) -> list:
 
 def plot(rows, path: str):
     """Write the chart; returns the path, or None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: `pip install matplotlib` enables the chart")
+    plt = pyplot_or_none("the chart")
+    if plt is None:
         return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines = sorted({(r["scene"], r["solver"], r["engine"]) for r in rows})
     for scene, solver, engine in lines:
@@ -85,15 +82,9 @@ def plot(rows, path: str):
                      if (r["scene"], r["solver"], r["engine"]) == (scene, solver, engine))
         ax.loglog([p[0] for p in pts], [p[1] for p in pts], "--" if engine == "newton" else "-", marker="o",
                   label=f"{scene} {solver} ({engine})")
-    ax.set_xlabel("entities (particles + bodies)")
-    ax.set_ylabel("entity-steps per second (graph replay)")
-    ax.set_title("throughput vs problem size")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, ax, path, "entities (particles + bodies)", "entity-steps per second (graph replay)",
+                       "throughput vs problem size")
 
 
 def main(argv=None) -> dict:

@@ -117,19 +117,8 @@ class BoxPendulumScene(WorldScene):
 
         p = self.params()
         b = inertia.ModelBuilder(up_axis="z", gravity=-9.81)
-        box = p["box"]
-        h = box["half"]
-        for pose in box["poses"]:
-            body = b.add_body(xform=pose)
-            b.add_shape_box(body, hx=h, hy=h, hz=h, density=box["density"], ke=box["ke"], kd=box["kd"], mu=box["mu"])
-        c = p["chain"]
-        prev = -1
-        for pose, parent, child, capsule in ChainScene.link_frames(c):
-            body = b.add_body(xform=pose)
-            b.add_shape_capsule(body, xform=capsule, radius=c["radius"], half_height=c["half_height"],
-                                density=c["density"], ke=c["ke"], kd=c["kd"], mu=c["mu"])
-            b.add_joint_revolute(prev, body, parent_xform=parent, child_xform=child, axis=c["axis"])
-            prev = body
+        BoxesScene.add_to(b, p["box"])
+        ChainScene.add_links(b, p["chain"])
         return b
 
 

@@ -5,6 +5,7 @@ Nothing here is physics; every example builds its own scene and loss.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -26,6 +27,19 @@ def add_common_args(parser, iters: int, frames: int, substeps: int, lr: float):
     parser.add_argument("--device", default="cpu", help="Warp device")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def example_parser(doc: str, iters: int, frames: int, substeps: int, lr: float) -> argparse.ArgumentParser:
+    """A parser that prints the example's docstring as written, with the options every example shares."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_common_args(parser, iters=iters, frames=frames, substeps=substeps, lr=lr)
+
+
+def add_identified_parameter(parser, name: str, true: float, guess: float, what: str):
+    """``--true-NAME`` (the value the observations are made with) and ``--guess-NAME`` (where the
+    identification starts) of one parameter an example identifies; ``what`` names it, with its unit."""
+    parser.add_argument(f"--true-{name}", type=float, default=true, help=f"true {what}")
+    parser.add_argument(f"--guess-{name}", type=float, default=guess, help=f"initial guess of the {what}")
 
 
 def init_warp():
@@ -87,27 +101,41 @@ def optimize(evaluate, optimizer, iters: int, label: str, describe, schedule=Non
     return history, final
 
 
-def save_loss_plot(history, path: str, title: str, ylabel: str = "loss"):
-    """Save a log-scale loss curve as PNG; returns the path, or None when matplotlib is missing."""
+def pyplot_or_none(enables: str):
+    """``matplotlib.pyplot`` on the file-only Agg backend, or None (printing what installing matplotlib
+    ``enables``) where matplotlib is missing: a plot is a by-product, never a reason to fail."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: `pip install matplotlib` enables the loss-curve plot")
+        print(f"matplotlib is not installed: `pip install matplotlib` enables {enables}")
         return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.semilogy(np.arange(len(history)), np.maximum(np.asarray(history, dtype=float), 1e-30), "-o", ms=3)
-    ax.set_xlabel("iteration")
+    return plt
+
+
+def save_figure(plt, fig, ax, path: str, xlabel: str, ylabel: str, title: str) -> str:
+    """Label ``ax`` (both grids on), write ``fig`` as a PNG at ``path`` (its folder made) and close it."""
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def save_loss_plot(history, path: str, title: str, ylabel: str = "loss"):
+    """Save a log-scale loss curve as PNG; returns the path, or None when matplotlib is missing."""
+    plt = pyplot_or_none("the loss-curve plot")
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogy(np.arange(len(history)), np.maximum(np.asarray(history, dtype=float), 1e-30), "-o", ms=3)
+    return save_figure(plt, fig, ax, path, "iteration", ylabel, title)
 
 
 def write_usd(path: str, model, q_frames=None, fps: float = 60.0, body_q_frames=None) -> str:

@@ -15,7 +15,6 @@ drives of the SemiImplicitSolver, and torch carries it on to the knots.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -23,7 +22,7 @@ import time
 import torch
 
 import inertia
-from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
+from _common import example_parser, finish, init_warp, optimize, save_loss_plot, write_usd
 
 LINKS = (0.5, 0.4)  # link lengths [m]
 RADIUS = 0.04  # link radius [m]
@@ -58,8 +57,7 @@ def hand(body_q: torch.Tensor) -> torch.Tensor:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=40, frames=60, substeps=10, lr=0.1)
+    p = example_parser(__doc__, iters=40, frames=60, substeps=10, lr=0.1)
     p.add_argument("--target", type=float, nargs=3, default=(0.55, 0.0, 1.45), help="target point [m]")
     p.add_argument("--knots", type=int, default=4, help="knots of each joint's piecewise-linear target")
     args = p.parse_args(argv)

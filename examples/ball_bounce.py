@@ -17,14 +17,13 @@ discrete bounce close to that of the physical one.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import torch
 
 import inertia
-from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
+from _common import example_parser, finish, init_warp, optimize, save_loss_plot, write_usd
 
 START = (0.0, 0.0, 0.8)
 GRAVITY = 9.81
@@ -50,8 +49,7 @@ def landing_point(q, qd, radius: float):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=30, frames=54, substeps=16, lr=0.1)
+    p = example_parser(__doc__, iters=30, frames=54, substeps=16, lr=0.1)
     p.add_argument("--target", type=float, nargs=2, default=(0.9, 0.6), help="landing target (x, y) [m]")
     p.add_argument("--velocity", type=float, nargs=3, default=(3.5, 0.0, 1.0), help="initial guess [m/s]")
     p.add_argument("--wall-x", type=float, default=2.5, help="x of the wall's face [m]")

@@ -13,14 +13,13 @@ friction.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import torch
 
 import inertia
-from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
+from _common import example_parser, finish, init_warp, optimize, save_loss_plot, write_usd
 
 
 def build(cells: int, size: float, height: float, mu: float, device):
@@ -34,8 +33,7 @@ def build(cells: int, size: float, height: float, mu: float, device):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=25, frames=60, substeps=10, lr=0.1)
+    p = example_parser(__doc__, iters=25, frames=60, substeps=10, lr=0.1)
     p.add_argument("--cells", type=int, default=4, help="cloth cells per side ((cells + 1)^2 particles)")
     p.add_argument("--size", type=float, default=0.4, help="cloth side length [m]")
     p.add_argument("--target", type=float, nargs=2, default=(1.5, 0.8), help="target for the COM (x, y) [m]")

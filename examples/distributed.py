@@ -39,7 +39,6 @@ group, so no process tears down a connection another still uses.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 import os
@@ -55,7 +54,7 @@ import torch.distributed as dist
 import inertia
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _common, also when imported from tests
-from _common import add_common_args, finish, init_warp, save_loss_plot, write_usd  # noqa: E402
+from _common import add_identified_parameter, example_parser, finish, init_warp, save_loss_plot, write_usd  # noqa: E402
 
 SPACING = 1.5  # [m] between neighbouring worlds on the grid (they never interact; this is for viewing)
 GROUND_MU = 0.5  # the shared ground's friction coefficient (known)
@@ -63,14 +62,11 @@ BAR_HALF_LENGTH = 0.25  # [m]
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=30, frames=60, substeps=8, lr=0.1)
+    p = example_parser(__doc__, iters=30, frames=60, substeps=8, lr=0.1)
     p.add_argument("--procs", type=int, default=2, help="processes (each simulates worlds / procs worlds)")
     p.add_argument("--worlds", type=int, default=8, help="worlds in all, a multiple of --procs")
-    p.add_argument("--true-mu", type=float, default=0.3, help="true friction coefficient of the boxes")
-    p.add_argument("--true-ke", type=float, default=4.0, help="true drive stiffness [N m/rad]")
-    p.add_argument("--guess-mu", type=float, default=0.8, help="initial guess of the friction coefficient")
-    p.add_argument("--guess-ke", type=float, default=1.5, help="initial guess of the drive stiffness [N m/rad]")
+    add_identified_parameter(p, "mu", true=0.3, guess=0.8, what="friction coefficient of the boxes")
+    add_identified_parameter(p, "ke", true=4.0, guess=1.5, what="drive stiffness [N m/rad]")
     p.add_argument("--rendezvous", default=None, metavar="PATH",
                    help="file for the process group's rendezvous (file:// store; must not exist yet; default: a "
                         "fresh file in a new temporary directory, removed at the end)")

@@ -15,7 +15,6 @@ simulation into the network's weights, and Adam updates them.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -23,7 +22,7 @@ import time
 import torch
 
 import inertia
-from _common import Progress, add_common_args, finish, init_warp, save_loss_plot, write_usd
+from _common import Progress, example_parser, finish, init_warp, save_loss_plot, write_usd
 
 LENGTH, PIVOT_Z, SPACING = 0.5, 1.0, 0.4
 
@@ -63,8 +62,7 @@ def build(angles_deg, device):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=50, frames=60, substeps=10, lr=0.03)
+    p = example_parser(__doc__, iters=50, frames=60, substeps=10, lr=0.03)
     p.add_argument("--angles", type=float, nargs="+", default=(-60.0, -30.0, 30.0, 60.0),
                    help="target angles from the downward vertical [deg], one pendulum each")
     p.add_argument("--hidden", type=int, default=32)

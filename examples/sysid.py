@@ -14,7 +14,6 @@ into the rollout as ``params={"spring_stiffness": ..., "shape_material_mu": ...}
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -22,7 +21,7 @@ import time
 import torch
 
 import inertia
-from _common import add_common_args, finish, init_warp, optimize, save_loss_plot, write_usd
+from _common import add_identified_parameter, example_parser, finish, init_warp, optimize, save_loss_plot, write_usd
 
 RADIUS, BOB_MASS, GROUND_KE = 0.05, 0.1, 1.0e4
 
@@ -40,12 +39,9 @@ def build(device):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, iters=30, frames=60, substeps=10, lr=0.1)
-    p.add_argument("--true-ke", type=float, default=20.0, help="true spring stiffness [N/m]")
-    p.add_argument("--true-mu", type=float, default=0.3, help="true ground friction coefficient")
-    p.add_argument("--guess-ke", type=float, default=10.0, help="initial guess of the stiffness [N/m]")
-    p.add_argument("--guess-mu", type=float, default=0.6, help="initial guess of the friction coefficient")
+    p = example_parser(__doc__, iters=30, frames=60, substeps=10, lr=0.1)
+    add_identified_parameter(p, "ke", true=20.0, guess=10.0, what="spring stiffness [N/m]")
+    add_identified_parameter(p, "mu", true=0.3, guess=0.6, what="ground friction coefficient")
     p.add_argument("--noise", type=float, default=0.0, help="std of Gaussian noise on observed positions [m]")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

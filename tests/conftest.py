@@ -67,6 +67,15 @@ def quat_matrix(q) -> np.ndarray:
     ])
 
 
+def box_mesh(hx, hy, hz):
+    """A closed triangle mesh of the box of half extents (hx, hy, hz) about the origin: (vertices, faces)."""
+    v = np.array([[sx * hx, sy * hy, sz * hz] for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)])
+    # outward (counter-clockwise) faces; vertex index = 4*(z>0) + 2*(y>0) + (x>0)
+    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
+    f = [(a, b, c) for a, b, c, d in quads] + [(a, c, d) for a, b, c, d in quads]
+    return v, np.array(f)
+
+
 def masses(model) -> np.ndarray:
     return model.particle_mass.numpy().astype(np.float64)
 

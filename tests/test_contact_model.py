@@ -394,18 +394,24 @@ def bouncing_cube(smoothing=1e-3, steps=60, incline=0.0, velocity=(0.6, 0.2, -0.
     return BodyRollout(b.finalize(device=DEVICE, requires_grad=True), steps, 1e-3, seed=5)
 
 
+def check_tau_zeta_and_velocity_gradients(name, r, qd0_step, seed):
+    """check_gradient of the rollout ``r``'s loss w.r.t. both shapes' tau and zeta (relative steps) and the
+    bodies' initial velocities (absolute steps of ``qd0_step``)."""
+    model = r.model
+    check_gradient(name, r.problem(tau=model.shape_material_tau, zeta=model.shape_material_zeta,
+                                   body_qd0=r.states[0].body_qd), [
+        # zeta moves the loss least (it acts on the landing's normal velocities only): a 3 % step resolves it
+        Input("tau", h=1e-2, relative=True), Input("zeta", h=3e-2, relative=True), Input("body_qd0", h=qd0_step)],
+        seed=seed)
+
+
 def test_gradients_through_a_bouncing_sliding_cube():
     """d(final pose and velocity) / d(both shapes' tau and zeta, the initial velocity): the corners land
     (normal damping at the end of the step), bounce and slide (Coulomb friction at mu f_n)."""
     r = bouncing_cube()
     r.backward()
     assert r.contacts.counts()["rigid_contacts"] == 4
-    model = r.model
-    check_gradient("bouncing cube", r.problem(tau=model.shape_material_tau, zeta=model.shape_material_zeta,
-                                              body_qd0=r.states[0].body_qd), [
-        # zeta moves the loss least (it acts on the landing's normal velocities only): a 3 % step resolves it
-        Input("tau", h=1e-2, relative=True), Input("zeta", h=3e-2, relative=True), Input("body_qd0", h=1e-2)],
-        seed=21)
+    check_tau_zeta_and_velocity_gradients("bouncing cube", r, qd0_step=1e-2, seed=21)
 
 
 def test_gradients_through_static_friction_on_a_slope():
@@ -425,12 +431,8 @@ def test_gradients_through_static_friction_on_a_slope():
     slid = np.linalg.norm(d - normal * (d @ normal))
     # held: the face slid a few um in the first step, then not at all (the cube rocks on it)
     assert slid < 2e-5
-    model = r.model
-    check_gradient("cube held on a slope", r.problem(tau=model.shape_material_tau, zeta=model.shape_material_zeta,
-                                                     body_qd0=r.states[0].body_qd), [
-        # initial velocities moved by 1 mm/s at most: larger steps push the first step's slip past mu f_n
-        Input("tau", h=1e-2, relative=True), Input("zeta", h=3e-2, relative=True), Input("body_qd0", h=1e-3)],
-        seed=22)
+    # initial velocities moved by 1 mm/s at most: larger steps push the first step's slip past mu f_n
+    check_tau_zeta_and_velocity_gradients("cube held on a slope", r, qd0_step=1e-3, seed=22)
 
 
 def test_gradients_of_a_particle_landing_on_a_soft_floor():

@@ -20,24 +20,33 @@ def test_demo_runs_and_loss_falls(tmp_path):
     assert os.path.exists(out) and os.path.exists(result["usd_first"])
 
 
+def record_three_frames(path, model, fps, snapshot, substeps, dt, collide):
+    """Record three frames of a SemiImplicitSolver run to ``path``, ``substeps`` steps of ``dt`` apart (with
+    contacts when ``collide``, else none and no control); returns ``snapshot(state)`` of each recorded state."""
+    s0, s1 = model.state(), model.state()
+    control, contacts = (model.control(), model.contacts()) if collide else (None, None)
+    solver = inertia.SemiImplicitSolver(model)
+    snapshots = []
+    with inertia.UsdRecorder(path, model, fps=fps) as rec:
+        for _ in range(3):
+            rec.record(s0)
+            snapshots.append(snapshot(s0))
+            for _ in range(substeps):
+                if collide:
+                    model.collide(s0, contacts)
+                solver.step(s0, s1, control, contacts, dt)
+                s0, s1 = s1, s0
+    return snapshots
+
+
 def test_usd_recorder_writes_time_samples(tmp_path):
     b = inertia.ModelBuilder()
     b.add_ground_plane()
     b.add_cloth_grid(2, 2, pos=(0.0, 0.0, 1.0))
     model = b.finalize(device="cpu")
-    s0, s1 = model.state(), model.state()
-    control, contacts = model.control(), model.contacts()
-    solver = inertia.SemiImplicitSolver(model)
     path = str(tmp_path / "cloth.usda")
-    frames = []
-    with inertia.UsdRecorder(path, model, fps=30) as rec:
-        for _ in range(3):
-            rec.record(s0)
-            frames.append(s0.particle_q.numpy().copy())
-            for _ in range(10):
-                model.collide(s0, contacts)
-                solver.step(s0, s1, control, contacts, 1.0 / 2400)
-                s0, s1 = s1, s0
+    frames = record_three_frames(path, model, 30, lambda s: s.particle_q.numpy().copy(), 10, 1.0 / 2400,
+                                 collide=True)
     stage = Usd.Stage.Open(path)
     assert UsdGeom.GetStageUpAxis(stage) == UsdGeom.Tokens.z
     assert stage.GetTimeCodesPerSecond() == 30
@@ -62,17 +71,9 @@ def test_usd_recorder_writes_bodies_with_their_shapes(tmp_path):
     b.add_shape_cylinder(body, xform=((0.0, 0.0, 0.4), (0.0, 0.0, 0.0, 1.0)), radius=0.05, half_height=0.1,
                          label="mast")
     model = b.finalize(device="cpu")
-    s0, s1 = model.state(), model.state()
-    solver = inertia.SemiImplicitSolver(model)
     path = str(tmp_path / "body.usdc")
-    poses = []
-    with inertia.UsdRecorder(path, model, fps=60) as rec:
-        for _ in range(3):
-            rec.record(s0)
-            poses.append(s0.body_q.numpy()[0].copy())
-            for _ in range(4):
-                solver.step(s0, s1, None, None, 1.0 / 240)
-                s0, s1 = s1, s0
+    poses = record_three_frames(path, model, 60, lambda s: s.body_q.numpy()[0].copy(), 4, 1.0 / 240,
+                                collide=False)
     stage = Usd.Stage.Open(path)
     prim = stage.GetPrimAtPath("/world/bodies/falling_box")
     ops = UsdGeom.Xformable(prim).GetOrderedXformOps()

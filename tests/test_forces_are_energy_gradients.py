@@ -50,6 +50,20 @@ def check_force(name, f, f_ref, tol):
     assert err < tol, f"{name}: force differs from the reference (rel err {err:.3e})\n f {f}\n f_ref {f_ref}"
 
 
+def element_energy(indices, rest_poses, rest_measures, psi):
+    """E(x) = sum over elements t of ``rest_measures[t] * psi(F, t)`` (rest volume or area times energy
+    density), F = the element's edges from its first vertex, as columns, times its rest pose ``rest_poses[t]``."""
+
+    def energy(x):
+        e = 0.0
+        for t, (i, *others) in enumerate(indices):
+            F = np.stack([x[o] - x[i] for o in others], axis=1) @ rest_poses[t]
+            e += rest_measures[t] * psi(F, t)
+        return e
+
+    return energy
+
+
 def deformed(builder, amplitude, seed):
     rng = np.random.default_rng(seed)
     for p in range(builder.particle_count):
@@ -78,13 +92,7 @@ def test_tet_forces_are_energy_gradient(amplitude):
     idx, poses, vols = model.tet_indices.numpy(), np.asarray(b.tet_poses), np.asarray(b.tet_volumes)
     mats = np.asarray(b.tet_materials)
 
-    def energy(x):
-        e = 0.0
-        for t, (i, j, k, l) in enumerate(idx):
-            ds = np.stack([x[j] - x[i], x[k] - x[i], x[l] - x[i]], axis=1)
-            e += vols[t] * snh_tet_psi(ds @ poses[t], mats[t, 0], mats[t, 1])
-        return e
-
+    energy = element_energy(idx, poses, vols, lambda F, t: snh_tet_psi(F, mats[t, 0], mats[t, 1]))
     if amplitude == "inverted":
         assert min(np.linalg.det(np.stack([x[j] - x[i], x[k] - x[i], x[l] - x[i]], axis=1)) for i, j, k, l in idx) < 0
     check_force(f"tetrahedra ({amplitude=})", one_step_forces(model), -energy_gradient(energy, x), tol=2e-5)
@@ -99,16 +107,12 @@ def test_triangle_forces_are_energy_gradient():
     idx, poses, areas = model.tri_indices.numpy(), np.asarray(b.tri_poses), np.asarray(b.tri_areas)
     mats = np.asarray(b.tri_materials)
 
-    def energy(x):
-        e = 0.0
-        for t, (i, j, k) in enumerate(idx):
-            F = np.stack([x[j] - x[i], x[k] - x[i]], axis=1) @ poses[t]  # 3x2
-            mu, lam = mats[t, 0], mats[t, 1] + mats[t, 0]
-            J = np.linalg.norm(np.cross(F[:, 0], F[:, 1]))
-            psi = 0.5 * mu * (np.sum(F * F) - 2.0) + 0.5 * lam * (J - (1.0 + mu / lam)) ** 2
-            e += areas[t] * psi
-        return e
+    def membrane_psi(F, t):  # F is 3x2
+        mu, lam = mats[t, 0], mats[t, 1] + mats[t, 0]
+        J = np.linalg.norm(np.cross(F[:, 0], F[:, 1]))
+        return 0.5 * mu * (np.sum(F * F) - 2.0) + 0.5 * lam * (J - (1.0 + mu / lam)) ** 2
 
+    energy = element_energy(idx, poses, areas, membrane_psi)
     check_force("triangles", one_step_forces(model), -energy_gradient(energy, x), tol=2e-5)
 
 

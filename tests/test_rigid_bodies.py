@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from conftest import DEVICE, quat_matrix
+from conftest import DEVICE, box_mesh, quat_matrix
 from gradcheck import Input, TapeProblem, body_loss_kernel, check_gradient
 
 import inertia
@@ -35,14 +35,6 @@ def run(model, steps, dt, solver=None, control=None, callback=None):
 
 
 # --------------------------------------------------------------------------- mass properties
-def box_mesh(hx, hy, hz):
-    v = np.array([[sx * hx, sy * hy, sz * hz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
-    # outward (counter-clockwise) faces of the cube with vertex index 4*(x>0) + 2*(y>0) + (z>0)
-    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
-    f = [(a, b, c) for a, b, c, d in quads] + [(a, c, d) for a, b, c, d in quads]
-    return v, np.array(f)
-
-
 def test_solid_mass_properties_match_closed_forms():
     rho = 700.0
     m, c, i = mp.box(rho, 0.1, 0.2, 0.3)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from conftest import DEVICE
+from conftest import DEVICE, box_mesh
 
 import inertia
 from inertia.collision.contact_geometry import RigidContacts, rigid_contact_geometry, rigid_contacts
@@ -89,14 +89,6 @@ def detect(model, state=None, contacts=None):
 
 def print_contacts(name, g):
     print(f"{name}: {len(g['depth'])} contacts, depths {np.round(g['depth'], 6)}")
-
-
-def box_mesh(hx, hy, hz):
-    v = np.array([[sx * hx, sy * hy, sz * hz] for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)])
-    # outward (counter-clockwise) faces; vertex index = 4*(z>0) + 2*(y>0) + (x>0)
-    quads = [(0, 2, 3, 1), (4, 5, 7, 6), (0, 1, 5, 4), (2, 6, 7, 3), (0, 4, 6, 2), (1, 3, 7, 5)]
-    f = [(a, b, c) for a, b, c, d in quads] + [(a, c, d) for a, b, c, d in quads]
-    return v, np.array(f)
 
 
 # --------------------------------------------------------------------------- pair types vs known answers

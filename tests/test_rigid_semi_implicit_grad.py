@@ -96,19 +96,27 @@ def sliding_cube(steps=40, smoothing=1e-3):
     return BodyRollout(b.finalize(device=DEVICE, requires_grad=True), steps, 1e-3)
 
 
+def check_sliding_box_gradients(name, r, mass_field, seed):
+    """A box that slid on its 4 bottom corners all through the rollout ``r`` (still sliding at the end:
+    friction at mu f_n throughout): check_gradient w.r.t. its initial velocity, the model's mass array
+    ``mass_field`` (relative steps) and both shapes' ``shape_material_mu`` (relative steps)."""
+    assert r.contacts.counts()["rigid_contacts"] == 4
+    assert np.linalg.norm(r.states[-1].body_qd.numpy()[0, :2]) > 0.5  # still sliding at the end
+    model = r.model
+    wrt = {"body_qd0": r.states[0].body_qd, mass_field: getattr(model, mass_field),
+           "shape_material_mu": model.shape_material_mu}
+    check_gradient(name, r.problem(**wrt), [
+        Input("body_qd0", h=1e-2), Input(mass_field, h=1e-2, relative=True),
+        Input("shape_material_mu", h=1e-2, relative=True)], seed=seed)
+
+
 def test_gradients_of_a_cube_sliding_on_the_ground():
     r = sliding_cube()
     r.backward()
-    assert r.contacts.counts()["rigid_contacts"] == 4
     g_mu = r.model.shape_material_mu.grad.numpy().astype(np.float64)
     # the two mu enter as their mean: equal gradients
     assert abs(g_mu[0] - g_mu[1]) < 1e-3 * abs(g_mu[0])
-    assert np.linalg.norm(r.states[-1].body_qd.numpy()[0, :2]) > 0.5  # still sliding at the end
-    model = r.model
-    check_gradient("sliding cube", r.problem(body_qd0=r.states[0].body_qd, body_inv_mass=model.body_inv_mass,
-                                             shape_material_mu=model.shape_material_mu), [
-        Input("body_qd0", h=1e-2), Input("body_inv_mass", h=1e-2, relative=True),
-        Input("shape_material_mu", h=1e-2, relative=True)], seed=11)
+    check_sliding_box_gradients("sliding cube", r, "body_inv_mass", seed=11)
 
 
 def test_gradients_of_a_driven_arm_against_gravity():

@@ -191,6 +191,31 @@ def test_export_refuses_an_x_up_scene():
 
 
 # --------------------------------------------------------------------------- a stage written by hand
+def define_limited_joint(st, joint_type, path, body0, body1, local_pos0, axis, limits):
+    """A ``joint_type`` (UsdPhysics.RevoluteJoint or PrismaticJoint) prim from the prim ``body0`` to ``body1``
+    (None: the world), its frame at ``local_pos0`` in body0, about / along the axis token ``axis``, limited
+    to ``limits`` (lower, upper: degrees or the stage's length unit)."""
+    joint = joint_type.Define(st, path)
+    if body0 is not None:
+        joint.CreateBody0Rel().SetTargets([body0.GetPath()])
+    if body1 is not None:
+        joint.CreateBody1Rel().SetTargets([body1.GetPath()])
+    joint.CreateLocalPos0Attr(Gf.Vec3f(*local_pos0))
+    joint.CreateAxisAttr(axis)
+    joint.CreateLowerLimitAttr(limits[0])
+    joint.CreateUpperLimitAttr(limits[1])
+    return joint
+
+
+def add_drive(joint, kind, stiffness, damping, target=None):
+    """A UsdPhysics drive of ``kind`` ("angular" or "linear") on ``joint``; no target authored when None."""
+    drive = UsdPhysics.DriveAPI.Apply(joint.GetPrim(), kind)
+    drive.CreateStiffnessAttr(stiffness)
+    drive.CreateDampingAttr(damping)
+    if target is not None:
+        drive.CreateTargetPositionAttr(target)
+
+
 def hand_written_stage():
     """Centimetres, Y up, gravity 981 cm/s^2 along -Y, degree limits, axis tokens Y and Z."""
     st = Usd.Stage.CreateInMemory()
@@ -228,16 +253,10 @@ def hand_written_stage():
     m_api.CreateRestitutionAttr(0.3)
     UsdShade.MaterialBindingAPI.Apply(cap.GetPrim()).Bind(material, UsdShade.Tokens.weakerThanDescendants, "physics")
 
-    hinge = UsdPhysics.RevoluteJoint.Define(st, "/World/hinge")  # world -> arm about the stage's Y (up)
-    hinge.CreateBody1Rel().SetTargets([arm.GetPath()])
-    hinge.CreateLocalPos0Attr(Gf.Vec3f(0, 100, 0))
-    hinge.CreateAxisAttr(UsdPhysics.Tokens.y)
-    hinge.CreateLowerLimitAttr(-45.0)
-    hinge.CreateUpperLimitAttr(90.0)
-    drive = UsdPhysics.DriveAPI.Apply(hinge.GetPrim(), "angular")
-    drive.CreateStiffnessAttr(2.0)  # kg cm^2 / deg / s^2
-    drive.CreateDampingAttr(0.1)
-    drive.CreateTargetPositionAttr(30.0)
+    # world -> arm about the stage's Y (up); drive stiffness in kg cm^2 / deg / s^2
+    hinge = define_limited_joint(st, UsdPhysics.RevoluteJoint, "/World/hinge", None, arm, (0, 100, 0),
+                                 UsdPhysics.Tokens.y, (-45.0, 90.0))
+    add_drive(hinge, "angular", stiffness=2.0, damping=0.1, target=30.0)
 
     slider = UsdGeom.Xform.Define(st, "/World/arm/slider")  # nested body, 30 cm along the arm
     slider.AddTranslateOp().Set(Gf.Vec3d(30, 0, 0))
@@ -248,16 +267,9 @@ def hand_written_stage():
     cyl.CreateRadiusAttr(2.0)
     cyl.CreateHeightAttr(10.0)
     UsdPhysics.CollisionAPI.Apply(cyl.GetPrim())
-    rail = UsdPhysics.PrismaticJoint.Define(st, "/World/rail")
-    rail.CreateBody0Rel().SetTargets([arm.GetPath()])
-    rail.CreateBody1Rel().SetTargets([slider.GetPath()])
-    rail.CreateLocalPos0Attr(Gf.Vec3f(30, 0, 0))
-    rail.CreateAxisAttr(UsdPhysics.Tokens.z)
-    rail.CreateLowerLimitAttr(-5.0)
-    rail.CreateUpperLimitAttr(15.0)
-    lin = UsdPhysics.DriveAPI.Apply(rail.GetPrim(), "linear")
-    lin.CreateStiffnessAttr(40.0)  # kg / s^2
-    lin.CreateDampingAttr(3.0)
+    rail = define_limited_joint(st, UsdPhysics.PrismaticJoint, "/World/rail", arm, slider, (30, 0, 0),
+                                UsdPhysics.Tokens.z, (-5.0, 15.0))
+    add_drive(rail, "linear", stiffness=40.0, damping=3.0)  # kg / s^2
 
     # things the engine does not simulate: each warns once, naming its prim
     d6 = UsdPhysics.Joint.Define(st, "/World/d6")
@@ -385,13 +397,9 @@ def test_joint_to_the_world_through_body1_is_turned_round():
     frozen = UsdGeom.Sphere.Define(st, "/door/frozen")  # a disabled rigid body: part of the door
     UsdPhysics.RigidBodyAPI.Apply(frozen.GetPrim()).CreateRigidBodyEnabledAttr(False)
     UsdPhysics.CollisionAPI.Apply(frozen.GetPrim())
-    hinge = UsdPhysics.RevoluteJoint.Define(st, "/hinge")
-    hinge.CreateBody0Rel().SetTargets([door.GetPath()])
-    hinge.CreateLocalPos0Attr(Gf.Vec3f(-0.5, 0, 0))
+    hinge = define_limited_joint(st, UsdPhysics.RevoluteJoint, "/hinge", door, None, (-0.5, 0, 0),
+                                 UsdPhysics.Tokens.z, (-10.0, 30.0))
     hinge.CreateLocalPos1Attr(Gf.Vec3f(0, 0, 1))
-    hinge.CreateAxisAttr(UsdPhysics.Tokens.z)
-    hinge.CreateLowerLimitAttr(-10.0)
-    hinge.CreateUpperLimitAttr(30.0)
     b = inertia.ModelBuilder()
     r = usd_physics.add_usd(b, st)
     assert b.body_count == 1 and b.shape_body == [0, 0]

@@ -38,7 +38,7 @@ of active contacts stays the same; which contacts exist is decided by ``model.co
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
 from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
 from .topology import Tree, articulation_block
@@ -98,6 +98,19 @@ def contact_sides(shape_body: wp.array(dtype=wp.int32), tree: Tree, s0: int, s1:
     return b0, b1, a0, a1
 
 
+@wp.func
+def contact_on_trees(shapes: ShapeGeometry, tree: Tree, body_X: wp.array(dtype=wp.transform),
+                     contacts: RigidContacts, c: int, margin: float):
+    """(body 0, body 1, their articulations, geometry) of contact slot ``c``, as both passes read it; the
+    geometry's depth is 0 (the passes skip the slot) when the slot is unused or touches no tree."""
+    if c >= contacts.count[0]:
+        return -1, -1, -1, -1, ContactGeometry()
+    b0, b1, a0, a1 = contact_sides(shapes.body, tree, contacts.shape0[c], contacts.shape1[c])
+    if a0 < 0 and a1 < 0:
+        return b0, b1, a0, a1, ContactGeometry()
+    return b0, b1, a0, a1, rigid_contact_geometry(body_X, shapes, contacts, c, margin)
+
+
 @wp.kernel
 def contact_jacobian_kernel(
     # Model:
@@ -120,13 +133,8 @@ def contact_jacobian_kernel(
 ):
     """Pass 1 of the contacts: each touching contact's z = L0^-1 J_n^T and their sum per articulation."""
     c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    b0, b1, a0, a1 = contact_sides(shapes.body, tree, contacts.shape0[c], contacts.shape1[c])
-    if a0 < 0 and a1 < 0:
-        return
-    g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
-    if g.depth <= 0.0:
+    b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
+    if g.depth <= 0.0:  # an unused slot, a contact outside every tree, or no penetration
         return
     x = 0.5 * (g.p0 + g.p1)
     n = g.normal
@@ -181,16 +189,11 @@ def contact_force_kernel(
 ):
     """Pass 2: effective mass, forces, generalized forces and implicit terms of each contact (``dt`` = 0: explicit)."""
     c = wp.tid()
-    if c >= contacts.count[0]:
+    b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
+    if g.depth <= 0.0:  # an unused slot, a contact outside every tree, or no penetration
         return
     s0 = contacts.shape0[c]
     s1 = contacts.shape1[c]
-    b0, b1, a0, a1 = contact_sides(shapes.body, tree, s0, s1)
-    if a0 < 0 and a1 < 0:
-        return
-    g = rigid_contact_geometry(body_X, shapes, contacts, c, margin)
-    if g.depth <= 0.0:
-        return
     x = 0.5 * (g.p0 + g.p1)
     n = g.normal
     v_rel = (side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b0, x)

@@ -1,0 +1,22 @@
+"""Smoke test of benchmarks/replay_rate.py: tiny cells of both maximal-coordinate solvers, rates recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import replay_rate  # noqa: E402
+
+
+def test_replay_rate_rows(tmp_path):
+    doc = replay_rate.main(["--tiny", "--cells", "boxes:xpbd,chain:semi_implicit", "--blocks", "2", "--quiet",
+                            "--json", str(tmp_path / "rate.json")])
+    assert json.loads((tmp_path / "rate.json").read_text())["schema"] == "inertia-replay-rate/1"
+    assert [(r["scene"], r["solver"]) for r in doc["rows"]] == [("boxes", "xpbd"), ("chain", "semi_implicit")]
+    for r in doc["rows"]:
+        assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"])
+        assert r["min"] <= r["median"] <= r["max"]

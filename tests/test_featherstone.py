@@ -5,7 +5,6 @@ links, limits, friction, effort and velocity limits, mass-independent contact)."
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 
@@ -515,35 +514,6 @@ def test_captured_steps_are_bitwise_the_plain_steps():
     replayed = captured(model, solver, model.state(), 10, 1e-3)
     assert np.array_equal(plain.joint_q.numpy(), replayed.joint_q.numpy())
     assert np.array_equal(plain.body_q.numpy(), replayed.body_q.numpy())
-
-
-def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels():
-    """Without a tape the solver factors and solves with forward-only kernels (sums in local variables; an
-    articulation no contact touches takes H0's factor for H's); on a tape, with the differentiable ones
-    (atomic adds into scratch). Both must give the same bits: an A1 landing on its feet beside one still in
-    the air (one articulation with contacts, one without), 150 steps of 1 ms each way."""
-    b = a1_builder(xform=((0.0, 0.0, 0.33), (0.0, 0.0, 0.0, 1.0)))
-    a1_builder(b, xform=((1.5, 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)))
-    no_limits(b)  # the URDF's zero pose is outside the calves' limits
-    b.add_ground_plane()
-    model = b.finalize(requires_grad=True)
-    runs = []
-    for taped in (False, True):
-        solver = inertia.FeatherstoneSolver(model)
-        contacts = model.contacts()
-        states = [model.state() for _ in range(151)]  # a recorded step needs a State of its own
-        touching = []
-        with wp.Tape() if taped else contextlib.nullcontext():
-            for i in range(150):
-                model.collide(states[i], contacts)
-                touching.append(int(contacts.rigid_contact_count.numpy()[0]))
-                solver.step(states[i], states[i + 1], None, contacts, 1e-3)
-        runs.append((states[-1].joint_q.numpy().copy(), states[-1].joint_qd.numpy().copy(), touching))
-        heights = states[-1].body_q.numpy()[:, 2]
-    assert max(runs[0][2]) > 0  # the first robot's feet touched the ground
-    assert heights[model.body_count // 2:].min() > 1.5  # the second never came near it
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
 def test_state_in_is_never_written_and_bodies_follow_the_joints():

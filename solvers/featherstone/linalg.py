@@ -20,7 +20,7 @@ not positive (a matrix that is not positive definite) gives NaN, which the solve
 The atomic adds cost: on a CPU, a 32-dof chain's factor took 23 us in them. So while no ``wp.Tape``
 records, :func:`factor` and :func:`solve` launch forward-only twins that sum in a local variable: the
 same float additions in the same order (0 + t_0 + t_1 + ...), so the same bits
-(tests/test_featherstone.py checks), 3-5x faster; a recorded step takes the differentiable kernels.
+(tests/test_featherstone_linalg.py checks), 2x faster; a recorded step takes the differentiable kernels.
 """
 
 import warp as wp

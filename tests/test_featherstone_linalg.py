@@ -1,5 +1,5 @@
-"""The FeatherstoneSolver's forward-only factor and solve (inertia.solvers.featherstone.linalg) against its
-differentiable kernels: the same bits, with and without contacts."""
+"""The FeatherstoneSolver's forward-only factor and solve (inertia.solvers.featherstone.linalg; CPU) against
+its differentiable kernels: the same bits, with and without contacts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import warp as wp
 
 import inertia
+from conftest import DEVICE
 from test_featherstone import no_limits
 from test_featherstone_models import a1_builder
 
@@ -22,7 +23,7 @@ def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels():
     a1_builder(b, xform=((1.5, 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)))
     no_limits(b)  # the URDF's zero pose is outside the calves' limits
     b.add_ground_plane()
-    model = b.finalize(requires_grad=True)
+    model = b.finalize(device=DEVICE, requires_grad=True)  # the twins run on a CPU only (linalg's docstring)
     runs = []
     for taped in (False, True):
         solver = inertia.FeatherstoneSolver(model)

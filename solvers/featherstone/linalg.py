@@ -17,10 +17,14 @@ and an atomic add inside it would add twice.)
 Left-looking (Cholesky-Crout) order: column j of L needs only the columns before it. A pivot that is
 not positive (a matrix that is not positive definite) gives NaN, which the solver's finite checks name.
 
-The atomic adds cost: on a CPU, a 32-dof chain's factor took 23 us in them. So while no ``wp.Tape``
-records, :func:`factor` and :func:`solve` launch forward-only twins that sum in a local variable: the
-same float additions in the same order (0 + t_0 + t_1 + ...), so the same bits
+The atomic adds cost: on a CPU, a 32-dof chain's factor took 23 us in them. So on a CPU, while no
+``wp.Tape`` records, :func:`factor` and :func:`solve` launch forward-only twins that sum in a local
+variable: the same float additions in the same order (0 + t_0 + t_1 + ...), so the same bits
 (tests/test_featherstone_linalg.py checks), 2x faster; a recorded step takes the differentiable kernels.
+CPU only: Warp's CPU compiler contracts a multiply-add only within one source expression, and Warp's
+generated code keeps the product and the sum apart, while CUDA (``fuse_fp``, on by default) may fuse a
+local sum's multiply-add where it cannot fuse one handed to an atomic add: there the twins could round
+differently, and a Rollout's taped re-simulation would leave the trajectory it differentiates.
 """
 
 import warp as wp
@@ -163,9 +167,10 @@ def cholesky_solve_forward_kernel(
 
 
 def factor(topology, A, partial, L, A0=None, L0=None) -> None:
-    """Stage: L with L L^T = A for every articulation (``partial`` must be zero; used only on a tape). Given
-    ``A0`` and its factor ``L0``, an articulation whose block of A equals A0's takes L0's factor (no tape)."""
-    if recording_tape() is None:
+    """Stage: L with L L^T = A for every articulation (``partial`` must be zero; used only on a tape or a GPU).
+    Given ``A0`` and its factor ``L0``, an articulation whose block of A equals A0's takes L0's factor (CPU,
+    no tape)."""
+    if recording_tape() is None and A.device.is_cpu:
         reuse = A0 is not None
         wp.launch(cholesky_forward_kernel, dim=topology.articulation_count,
                   inputs=[topology.tree, A, A0 if reuse else A, L0 if reuse else A, int(reuse)], outputs=[L],
@@ -178,8 +183,8 @@ def factor(topology, A, partial, L, A0=None, L0=None) -> None:
 
 def solve(topology, L, b_joint, b_contact, b_bias, dt: float, partial_y, y, partial_x, x) -> None:
     """Stage: x = (L L^T)^-1 dt (b_joint + b_contact - b_bias) for every articulation (``partial_*`` must be
-    zero; used only on a tape)."""
-    if recording_tape() is None:
+    zero; used only on a tape or a GPU)."""
+    if recording_tape() is None and L.device.is_cpu:
         wp.launch(cholesky_solve_forward_kernel, dim=topology.articulation_count,
                   inputs=[topology.tree, L, b_joint, b_contact, b_bias, dt], outputs=[y, x], device=L.device)
         return

@@ -85,11 +85,12 @@ def rotate(q, v):
 
 
 # ------------------------------------------------------------------ restitution
-def discrete_bounce(h, e, dt, steps, margin, threshold):
+def discrete_bounce(h, e, dt, steps, margin, threshold, restitution_pass=True):
     """Heights above the ground (float64) after each step of a ball dropped from rest at h, as the XPBDSolver
     integrates it: in flight, symplectic Euler (v -= g dt, then z += v dt); in the step whose predicted position
     penetrates, the position pass puts the ball on the ground and the restitution pass sets its normal velocity
-    to -e times the one the step began with (Mueller et al. 2020, 3.5), or to 0 below ``threshold``. The contact
+    to -e times the one the step began with (Mueller et al. 2020, 3.5), or to 0 below ``threshold``. Without
+    the pass (``velocity_iterations=0``) the velocity is the one the poses imply, (0 - z) / dt. The contact
     must have been detected at the step's start (within ``margin``), which holds while v dt < margin."""
     z, v, out = h, 0.0, []
     for _ in range(steps):
@@ -97,7 +98,10 @@ def discrete_bounce(h, e, dt, steps, margin, threshold):
         z_pred = z + v_pred * dt
         if z_pred < 0.0:
             assert z < margin, "the ball would pass the contact margin in one step: not what the solver does"
-            z, v = 0.0, (-e * v if -v > threshold else 0.0)
+            if restitution_pass:
+                z, v = 0.0, (-e * v if -v > threshold else 0.0)
+            else:
+                z, v = 0.0, -z / dt
         else:
             z, v = z_pred, v_pred
         out.append(z)
@@ -151,6 +155,36 @@ def test_ball_rebounds_to_e_squared_times_the_drop_height(e):
     assert apex == pytest.approx(apex_ref, rel=2e-5)
     # and the replay is the continuous answer up to the time step's O(dt) parts (1.3-1.7 % together)
     assert 0.97 * e * e * h < apex_ref < e * e * h
+
+
+def test_without_the_restitution_pass_nothing_bounces():
+    """``velocity_iterations=0`` runs no restitution pass (as Newton's ``enable_restitution=False``): the ball of
+    the test above (e = 0.8, which the solver warns it ignores) lands and stays on the ground, its heights those
+    of the float64 replay of the same discrete update (in the landing step the velocity is the one the poses
+    imply, -z_n / dt, never a reflected one) and its velocity zero from the step after landing. A Rollout
+    refuses to differentiate the ignored restitution instead of returning a zero gradient."""
+    h, r, dt, steps = 0.5, 0.1, 1.0 / 600, 600
+    b = inertia.ModelBuilder(gravity=-G)
+    b.add_ground_plane(restitution=0.8)
+    body = b.add_body(xform=((0.0, 0.0, h + r), (0, 0, 0, 1)))
+    b.add_shape_sphere(body, radius=r, restitution=0.8)
+    model = b.finalize(device=DEVICE)
+    with pytest.warns(RuntimeWarning, match="velocity_iterations=0.*restitution"):
+        sim = Sim(model, dt, iterations=4, velocity_iterations=0)
+    heights, speeds = [], []
+    for _ in range(steps // 2):
+        sim.pairs(1)
+        heights.append(sim.q()[0, 2] - r)
+        speeds.append(sim.qd()[0, 2])
+    ref = discrete_bounce(h, 0.8, dt, steps, model.rigid_contact_margin, sim.solver.restitution_threshold,
+                          restitution_pass=False)[1::2]
+    land = int(np.argmax(ref == 0.0))
+    # in flight float32 against the float64 replay: 1.5e-6 relative in the test above; 1e-5 m is 7x that at
+    # h = 0.5 m and 100x below the bounce the restitution pass would give (e^2 h = 0.32 m)
+    assert np.abs(np.array(heights) - ref).max() < 1e-5
+    assert max(heights[land:]) < 1e-5 and max(abs(v) for v in speeds[land + 1:]) < 1e-3
+    with pytest.raises(ValueError, match="does not read 'shape_material_restitution'"):
+        inertia.Rollout(model, sim.solver, frames=2, frame_dt=dt, params=("shape_material_restitution",))
 
 
 def test_slow_contacts_below_the_threshold_do_not_bounce():

@@ -184,8 +184,8 @@ class XPBDRollout(StepRollout):
     same loss into ``out`` on the tape.
     """
 
-    def __init__(self, model, steps, dt, wq=None, wqd=None, loss=None, collide=True, iterations=4):
-        super().__init__(model, steps, dt, inertia.XPBDSolver(model, iterations=iterations), collide)
+    def __init__(self, model, steps, dt, wq=None, wqd=None, loss=None, collide=True, iterations=4, **solver_args):
+        super().__init__(model, steps, dt, inertia.XPBDSolver(model, iterations=iterations, **solver_args), collide)
         if loss is None:
             wq, wqd = np.asarray(wq, np.float64).reshape(-1, 7), np.asarray(wqd, np.float64).reshape(-1, 6)
             wq32, wqd32 = (wp.array(w.ravel().astype(np.float32), dtype=float, device=DEVICE) for w in (wq, wqd))
@@ -202,9 +202,12 @@ class XPBDRollout(StepRollout):
         self.host_loss, self.record_loss = loss
 
 
-def test_gradients_through_contact_and_joints_match_central_differences():
+@pytest.mark.parametrize("velocity_iterations", [4, 0])
+def test_gradients_through_contact_and_joints_match_central_differences(velocity_iterations):
     """40 steps of a box sliding on the ground (four corner contacts, Coulomb friction throughout) next to a
-    pendulum held by a PD drive: d loss / d (initial velocities, inverse masses, drive target, mu).
+    pendulum held by a PD drive: d loss / d (initial velocities, inverse masses, drive target, mu); with the
+    restitution pass (its zero-normal-velocity projection of the sliding box's corners) and without it
+    (``velocity_iterations=0``: the velocities recovered from the poses are the step's).
 
     Smooth on purpose: the box slides for the whole horizon (the contact set and the sliding regime do
     not change within the perturbations); where they change (a contact starting, sticking <-> sliding)
@@ -218,7 +221,7 @@ def test_gradients_through_contact_and_joints_match_central_differences():
     rng = np.random.default_rng(7)
     wq, wqd = rng.uniform(-1, 1, (2, 7)), rng.uniform(-1, 1, (2, 6))
     wqd[box, 0] = 2.0  # weigh the box's final velocity along its slide: the friction coefficient shows there
-    r = XPBDRollout(model, 40, 1.0 / 480, wq, wqd)
+    r = XPBDRollout(model, 40, 1.0 / 480, wq, wqd, velocity_iterations=velocity_iterations)
     inertia.eval_fk(model, np.array([1.2], np.float32), np.array([0.5], np.float32), r.states[0])
     r.control.joint_target_pos.assign(np.array([1.0], np.float32))
     r.backward()

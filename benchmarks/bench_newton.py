@@ -134,8 +134,8 @@ RIGID_SEMI_IMPLICIT_NOTES = [
 
 RIGID_XPBD_NOTES = [
     "Newton XPBD rigid contacts: relaxation 0.8 and a division by the body's contact count (its defaults); "
-    "inertia: mass splitting with sqrt(constraints on the body), relaxation 1.0, and a 4-iteration restitution "
-    "velocity pass run even at restitution 0 (Newton's enable_restitution=False skips its pass)",
+    "inertia: mass splitting with sqrt(constraints on the body), relaxation 1.0; neither engine runs a "
+    "restitution pass (inertia velocity_iterations=0, Newton enable_restitution=False, no shape has restitution)",
 ]
 
 SCENE_NOTES["boxes"] = ["box poses: the same numbers in both engines (drawn once in BoxesScene.params)"]

@@ -168,6 +168,44 @@ def solve_rows(K: wp.mat33, alpha: float, rhs: wp.vec3, axis: wp.vec3, in_plane:
 
 
 @wp.func
+def tangent_basis(n: wp.vec3):
+    """Two unit vectors that make (t1, t2, n) orthonormal for unit ``n`` (Duff et al. 2017: no branch but the
+    sign of n_z, continuous elsewhere)."""
+    sign = 1.0
+    if n[2] < 0.0:
+        sign = -1.0
+    a = -1.0 / (sign + n[2])
+    b = n[0] * n[1] * a
+    return wp.vec3(1.0 + sign * n[0] * n[0] * a, sign * b, -sign * n[0]), wp.vec3(b, sign + n[1] * n[1] * a, -n[1])
+
+
+@wp.func
+def solve_tangent_rows(f0: BodyFrame, r0: wp.vec3, f1: BodyFrame, r1: wp.vec3, n: wp.vec3, rhs: wp.vec3):
+    """x in the plane normal to unit ``n`` with P K x = P rhs (P = 1 - n n^T), K the two points' summed
+    :func:`point_inv_mass_matrix`: what ``solve_rows(K, 0, rhs, n, True)`` gives, as the 2 x 2 system of K in
+    a tangent basis (t_i^T K t_j = (1/m) t_i . t_j + (r x t_i)^T I_w^-1 (r x t_j) per body), without forming K.
+    The answer does not depend on the basis (only on the plane), so neither does its derivative."""
+    t1, t2 = tangent_basis(n)
+    a1 = wp.cross(r0, t1)
+    a2 = wp.cross(r0, t2)
+    c1 = wp.cross(r1, t1)
+    c2 = wp.cross(r1, t2)
+    Ia2 = f0.inv_inertia * a2
+    Ic2 = f1.inv_inertia * c2
+    m = f0.inv_mass + f1.inv_mass
+    k11 = m + wp.dot(a1, f0.inv_inertia * a1) + wp.dot(c1, f1.inv_inertia * c1)
+    k12 = wp.dot(a1, Ia2) + wp.dot(c1, Ic2)
+    k22 = m + wp.dot(a2, Ia2) + wp.dot(c2, Ic2)
+    b1 = wp.dot(t1, rhs)
+    b2 = wp.dot(t2, rhs)
+    det = k11 * k22 - k12 * k12
+    x = wp.vec3(0.0)
+    if det > 0.0:
+        x = t1 * ((k22 * b1 - k12 * b2) / det) + t2 * ((k11 * b2 - k12 * b1) / det)
+    return x
+
+
+@wp.func
 def add_positional(delta: wp.array(dtype=wp.spatial_vector), b: int, f: BodyFrame, split: wp.array(dtype=float),
                    r: wp.vec3, impulse: wp.vec3):
     """Add the correction of ``impulse`` [kg m] at lever arm ``r`` to body ``b`` (the unsplit body moves)."""

@@ -48,10 +48,9 @@ from ..step_data import stage
 from .body_frames import (
     add_positional,
     cached_body_frame,
-    point_inv_mass_matrix,
     point_motion,
     positional_inv_mass,
-    solve_rows,
+    solve_tangent_rows,
 )
 from .particle_contacts import contact_push
 
@@ -109,8 +108,7 @@ def solve_body_contacts_kernel(
                 # sticking: the impulse that removes all of the slip, solved in the tangent plane with the
                 # pair's inverse mass matrix (no slip direction to normalize: a contact that sticks exactly,
                 # slip 0, keeps its derivative); sliding: the rest of the Coulomb budget along the slip
-                K = point_inv_mass_matrix(f0, r0) + point_inv_mass_matrix(f1, r1)
-                impulse = solve_rows(K, 0.0, -slip_t, n, True)
+                impulse = solve_tangent_rows(f0, r0, f1, r1, n, -slip_t)
                 dlam_t = wp.sqrt(wp.dot(impulse, impulse) + 1.0e-30)
                 if dlam_t > budget:
                     length = wp.length(slip_t)

@@ -126,9 +126,11 @@ def contact_gate(depth: float, h: float):
 
 
 @wp.func
-def contact_reach(h: float):
-    """How far outside contact (depth < 0) a contact still pushes [m]."""
-    return SMOOTH_CONTACT_REACH * h
+def beyond_reach(depth: float, h: float):
+    """Whether a contact at ``depth`` [m] exerts no force: h = 0, it does not penetrate; h > 0, it lies more
+    than ``SMOOTH_CONTACT_REACH * h`` outside (where softplus and sigmoid have all but vanished). One test
+    for particle-shape, particle-pair and shape-shape contacts, so all three switch on at the same depth."""
+    return depth <= -(SMOOTH_CONTACT_REACH * h) or (h <= 0.0 and depth <= 0.0)
 
 
 @wp.func
@@ -190,7 +192,7 @@ def _particle_shape_contact_kernel(sdf_at, tag: str):
         X = shape_world_pose(shapes, body_q, s)
         sd = wp.static(sdf_at)(shapes, s, X, x[p], 2.0 * r + 1.0)
         depth = r - sd[3]
-        if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
+        if beyond_reach(depth, smoothing):
             return
         n = wp.vec3(sd[0], sd[1], sd[2])
         x_surface = x[p] - n * sd[3]
@@ -237,7 +239,7 @@ def particle_pair_force(
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
     smoothing = law.contact_smoothing
-    if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0) or dist < 1.0e-12:
+    if beyond_reach(depth, smoothing) or dist < 1.0e-12:
         return
     n = d / dist
     vrel = v[i] - v[j]

@@ -126,6 +126,14 @@ def contact_gate(depth: float, h: float):
 
 
 @wp.func
+def penalty_normal_force(ke: float, kd: float, depth: float, vn: float, h: float):
+    """f_n = max(ke d - kd v_n g, 0) [N], the explicit spring and damper of a particle contact (particle-shape
+    and particle-pair alike), with d and g smoothed by ``h`` (``contact_depth``, ``contact_gate``). Shape-shape
+    contacts split it: the spring explicit, the damper implicit (``body_contact``)."""
+    return wp.max(ke * contact_depth(depth, h) - kd * vn * contact_gate(depth, h), 0.0)
+
+
+@wp.func
 def beyond_reach(depth: float, h: float):
     """Whether a contact at ``depth`` [m] exerts no force: h = 0, it does not penetrate; h > 0, it lies more
     than ``SMOOTH_CONTACT_REACH * h`` outside (where softplus and sigmoid have all but vanished). One test
@@ -199,11 +207,10 @@ def _particle_shape_contact_kernel(sdf_at, tag: str):
         # the particle's velocity relative to the shape's material point (static shapes: zero, exactly)
         vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
         vn = wp.dot(n, vrel)
-        d = contact_depth(depth, smoothing)
         # effective mass along the normal: the particle's and the body's at the contact (w + 0 for static shapes)
         m_n = 1.0 / (w + inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, n))
         ke, kd = penalty_gains(shape_tau[s], shape_zeta[s], shape_ke[s], shape_kd[s], m_n)
-        fn = wp.max(ke * d - kd * vn * contact_gate(depth, smoothing), 0.0)
+        fn = penalty_normal_force(ke, kd, depth, vn, smoothing)
         vt = vrel - n * vn
         # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
         w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
@@ -245,7 +252,7 @@ def particle_pair_force(
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
     ke, kd = penalty_gains(law.particle_tau, law.particle_zeta, law.particle_ke, law.particle_kd, 1.0 / w)
-    fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
+    fn = penalty_normal_force(ke, kd, depth, vn, smoothing)
     fc = n * fn + friction_force(vrel - n * vn, fn, law.particle_mu, law.friction_smoothing, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)

@@ -67,7 +67,7 @@ and the sliding direction. A kinematic body pushes particles but takes no reacti
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_sink import PairList
+from ...collision.contact_sink import PairList, stored_pair_count
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_types, shape_world_pose
 from ...kernel_args import ArgBundle
@@ -277,7 +277,7 @@ def particle_pair_contact_kernel(
 ):
     # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
-    for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
+    for c in range(t, stored_pair_count(pairs), stride):
         pair = pairs.pairs[c]
         particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], law, dt, f)
 

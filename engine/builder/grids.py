@@ -19,6 +19,11 @@ from .checks import quaternion, vec3
 RADIUS_PER_CELL = 0.4
 
 
+def _default_radius(given, *cells):
+    """``given``, or else a grid's default particle radius: RADIUS_PER_CELL of its smallest cell size [m]."""
+    return RADIUS_PER_CELL * min(cells) if given is None else given
+
+
 def _grid_frame(pos, rot):
     p = np.array(vec3(pos, "grid pos"), dtype=np.float64)
     if rot is not None:
@@ -97,7 +102,7 @@ class GridBuilderMixin:
         Returns the range of the new particle indices (row-major, x fastest).
         """
         _check_dims(dim_x=dim_x, dim_y=dim_y)
-        radius = RADIUS_PER_CELL * min(cell_x, cell_y) if particle_radius is None else particle_radius
+        radius = _default_radius(particle_radius, cell_x, cell_y)
         p0, r = _grid_frame(pos, rot)
         start = self.particle_count
 
@@ -173,7 +178,7 @@ class GridBuilderMixin:
         _check_dims(dim_x=dim_x, dim_y=dim_y, dim_z=dim_z)
         if not density > 0.0:
             raise ValueError(f"density must be > 0, got {density}")
-        radius = RADIUS_PER_CELL * min(cell_x, cell_y, cell_z) if particle_radius is None else particle_radius
+        radius = _default_radius(particle_radius, cell_x, cell_y, cell_z)
         p0, r = _grid_frame(pos, rot)
         start = self.particle_count
         nx, ny = dim_x + 1, dim_y + 1
@@ -223,7 +228,7 @@ class GridBuilderMixin:
         """
         _check_dims(dim_x=dim_x, dim_y=dim_y, dim_z=dim_z)
         rng = np.random.default_rng(seed)
-        mean = RADIUS_PER_CELL * min(cell_x, cell_y, cell_z) if radius_mean is None else radius_mean
+        mean = _default_radius(radius_mean, cell_x, cell_y, cell_z)
         p0, r = _grid_frame(pos, rot)
         start = self.particle_count
         for _, _, _, local in _lattice((dim_x, dim_y, dim_z), (cell_x, cell_y, cell_z)):

@@ -57,6 +57,13 @@ def append_pair(out: PairList, overflow: Overflow, a: int, b: int, gap: float):
         out.pairs[slot] = wp.vec2i(wp.min(a, b), wp.max(a, b))
 
 
+@wp.func
+def stored_pair_count(pairs: PairList):
+    """How many pairs ``pairs`` holds: its count, capped at the capacity (the count goes on past it when the list
+    overflows, see ``append_pair``). Every reader of a PairList loops over this many."""
+    return wp.min(pairs.count[0], pairs.capacity)
+
+
 # the PairLists of Contacts: the broad phase's shape pairs, the particle pairs
 rigid_pairs = ArgBundle(PairList, capacity="rigid_pair_max", count="rigid_pair_count", pairs="rigid_pair")
 particle_pairs = ArgBundle(PairList, capacity="particle_pair_max", count="particle_pair_count", pairs="particle_pair")

@@ -69,7 +69,7 @@ import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 from .box_box import box_box_contacts
-from .contact_sink import ContactSink, PairList, append_contact, make_sink, rigid_pairs
+from .contact_sink import ContactSink, PairList, append_contact, make_sink, rigid_pairs, stored_pair_count
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_world
 from .selection import overflow_idle, overflow_selection
 
@@ -363,7 +363,7 @@ def narrow_phase_kernel(
     sink: ContactSink,
 ):
     i = wp.tid()
-    if i >= wp.min(pairs.count[0], pairs.capacity):
+    if i >= stored_pair_count(pairs):
         return
     if overflow_idle(sink.overflow, sink.contacts.count, sink.contacts.capacity):
         return

@@ -38,7 +38,7 @@ displacement since the step began, exact at any distance from the origin.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_sink import PairList
+from ...collision.contact_sink import PairList, stored_pair_count
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_types
 from ..forces.contact_sides import contact_threads, kernel_per_shape_types, soft_contact_sides
@@ -210,7 +210,7 @@ def solve_particle_contacts_kernel(
 ):
     # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
-    for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
+    for c in range(t, stored_pair_count(pairs), stride):
         pair = pairs.pairs[c]
         solve_particle_pair(x_start, dx, radius, inv_mass, pair[0], pair[1], mu, max_push, delta)
 

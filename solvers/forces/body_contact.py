@@ -71,7 +71,7 @@ from .body_dynamics import (
     world_inverse_inertia,
     wrench_at,
 )
-from .contact import PenaltyLaw, contact_depth, contact_gate, contact_reach, coulomb_projection, penalty_gains
+from .contact import PenaltyLaw, beyond_reach, contact_depth, contact_gate, coulomb_projection, penalty_gains
 from .contact_sides import contact_threads, rigid_contact_sides
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -89,8 +89,7 @@ def active_contact(body_q: wp.array(dtype=wp.transform), shapes: ShapeGeometry, 
                    law: PenaltyLaw):
     """Contact ``c``'s geometry at the current poses; its depth is -1e30 when it exerts no force."""
     g = rigid_contact_geometry(body_q, shapes, contacts, c, law.rigid_contact_margin)
-    smoothing = law.contact_smoothing
-    if g.depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and g.depth <= 0.0):
+    if beyond_reach(g.depth, law.contact_smoothing):
         g.depth = -1.0e30
     return g
 

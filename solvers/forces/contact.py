@@ -67,7 +67,7 @@ and the sliding direction. A kinematic body pushes particles but takes no reacti
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_sink import PairList
+from ...collision.contact_sink import PairList, stored_pair_count
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_types, shape_world_pose
 from ...kernel_args import ArgBundle
@@ -126,9 +126,19 @@ def contact_gate(depth: float, h: float):
 
 
 @wp.func
-def contact_reach(h: float):
-    """How far outside contact (depth < 0) a contact still pushes [m]."""
-    return SMOOTH_CONTACT_REACH * h
+def penalty_normal_force(ke: float, kd: float, depth: float, vn: float, h: float):
+    """f_n = max(ke d - kd v_n g, 0) [N], the explicit spring and damper of a particle contact (particle-shape
+    and particle-pair alike), with d and g smoothed by ``h`` (``contact_depth``, ``contact_gate``). Shape-shape
+    contacts split it: the spring explicit, the damper implicit (``body_contact``)."""
+    return wp.max(ke * contact_depth(depth, h) - kd * vn * contact_gate(depth, h), 0.0)
+
+
+@wp.func
+def beyond_reach(depth: float, h: float):
+    """Whether a contact at ``depth`` [m] exerts no force: h = 0, it does not penetrate; h > 0, it lies more
+    than ``SMOOTH_CONTACT_REACH * h`` outside (where softplus and sigmoid have all but vanished). One test
+    for particle-shape, particle-pair and shape-shape contacts, so all three switch on at the same depth."""
+    return depth <= -(SMOOTH_CONTACT_REACH * h) or (h <= 0.0 and depth <= 0.0)
 
 
 @wp.func
@@ -190,18 +200,17 @@ def _particle_shape_contact_kernel(sdf_at, tag: str):
         X = shape_world_pose(shapes, body_q, s)
         sd = wp.static(sdf_at)(shapes, s, X, x[p], 2.0 * r + 1.0)
         depth = r - sd[3]
-        if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0):
+        if beyond_reach(depth, smoothing):
             return
         n = wp.vec3(sd[0], sd[1], sd[2])
         x_surface = x[p] - n * sd[3]
         # the particle's velocity relative to the shape's material point (static shapes: zero, exactly)
         vrel = v[p] - point_velocity(body_q, body_qd, body_com, b, x_surface)
         vn = wp.dot(n, vrel)
-        d = contact_depth(depth, smoothing)
         # effective mass along the normal: the particle's and the body's at the contact (w + 0 for static shapes)
         m_n = 1.0 / (w + inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, n))
         ke, kd = penalty_gains(shape_tau[s], shape_zeta[s], shape_ke[s], shape_kd[s], m_n)
-        fn = wp.max(ke * d - kd * vn * contact_gate(depth, smoothing), 0.0)
+        fn = penalty_normal_force(ke, kd, depth, vn, smoothing)
         vt = vrel - n * vn
         # reduced mass along the sliding direction: the particle's and the body's at the contact (w + 0 for static)
         w_body = inverse_mass_along(body_q, body_com, body_inv_mass, body_inv_inertia, b, x_surface, vt)
@@ -237,13 +246,13 @@ def particle_pair_force(
     dist = wp.length(d)
     depth = radius[i] + radius[j] - dist
     smoothing = law.contact_smoothing
-    if depth <= -contact_reach(smoothing) or (smoothing <= 0.0 and depth <= 0.0) or dist < 1.0e-12:
+    if beyond_reach(depth, smoothing) or dist < 1.0e-12:
         return
     n = d / dist
     vrel = v[i] - v[j]
     vn = wp.dot(n, vrel)
     ke, kd = penalty_gains(law.particle_tau, law.particle_zeta, law.particle_ke, law.particle_kd, 1.0 / w)
-    fn = wp.max(ke * contact_depth(depth, smoothing) - kd * vn * contact_gate(depth, smoothing), 0.0)
+    fn = penalty_normal_force(ke, kd, depth, vn, smoothing)
     fc = n * fn + friction_force(vrel - n * vn, fn, law.particle_mu, law.friction_smoothing, 1.0 / w, dt)
     # equal and opposite: contact conserves momentum exactly
     wp.atomic_add(f, i, fc)
@@ -268,7 +277,7 @@ def particle_pair_contact_kernel(
 ):
     # one thread per particle (``stride`` threads), each taking every n-th pair (``particle_pair_threads``)
     t = wp.tid()
-    for c in range(t, wp.min(pairs.count[0], pairs.capacity), stride):
+    for c in range(t, stored_pair_count(pairs), stride):
         pair = pairs.pairs[c]
         particle_pair_force(x, v, radius, inv_mass, pair[0], pair[1], law, dt, f)
 

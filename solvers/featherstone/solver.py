@@ -9,6 +9,8 @@ One step, per articulation (one thread each; every world's trees are articulatio
     Cholesky of H0
     contacts (if any)                   effective masses from H0's factor, forces, implicit terms into H
     Cholesky of H, solve                H dqd = dt (tau - C)
+    velocity limits (if any)            rates beyond them held there by impulses on their joints: H with those
+                                        dofs prescribed, factored and solved again (skipped where none is beyond)
     integrate                           qd' = qd + dqd, q' from qd' (quaternions by the exponential map)
     outputs                             State.joint_q / joint_qd, body_q / body_qd by forward kinematics
 
@@ -36,10 +38,11 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import warp as wp
 
 from ... import compile_ahead
-from ...autodiff.tape import gradients_if_recording
+from ...autodiff.tape import gradients_if_recording, recording_tape
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
 from ...kinematics import joint_topology
@@ -67,9 +70,12 @@ class FeatherstoneSolver(SolverBase):
     (``joint_target_ke`` / ``_kd`` to ``Control.joint_target_pos`` / ``_vel``, revolute and prismatic),
     ``Control.joint_f``, ``joint_armature``, ``joint_damping`` and ``joint_friction`` (smoothed Coulomb),
     limits (``joint_limit_*`` springs, one-sided), ``joint_effort_limit`` (clamps drive + effort) and
-    ``joint_velocity_limit`` (clamps the new rate). Drives, damping, friction and limits are implicit:
-    stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are mass-independent
-    spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
+    ``joint_velocity_limit`` (a new rate beyond it is held at it by an impulse on that joint, which the rest
+    of the tree answers through the step's matrix: internal, so a floating base keeps its momentum, where
+    clamping the rate alone would leave it the reaction to the unclamped impulse; the solver looks for
+    finite ones at construction, and without one only clamps). Drives, damping, friction and limits are
+    implicit: stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are
+    mass-independent spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
     ``tau`` / ``zeta`` / ``restitution`` and ``model.contact_smoothing`` are not used there. Particles
     (cloth, soft bodies, springs, granular) step as in the SemiImplicitSolver, with the same materials and
     contact settings, and push the bodies they touch (:mod:`.particles`): a robot can hold cloth. Their
@@ -128,6 +134,9 @@ class FeatherstoneSolver(SolverBase):
         self.friction_smoothing = _positive(eps, "friction_smoothing")
         self.joint_friction_smoothing = _positive(joint_friction_smoothing, "joint_friction_smoothing")
         self.topology = Topology(model)
+        # velocity limits act as joint impulses (dynamics.rate_limit_kernel) where any is finite at construction
+        limits = model.joint_velocity_limit.numpy() if model.joint_dof_count else ()
+        self.rate_limits = bool(self.topology.dof_count and np.isfinite(limits).any())
         dev = model.device
         # inputs of a step taken without a Control (read only: never written)
         self._zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=dev)
@@ -140,7 +149,8 @@ class FeatherstoneSolver(SolverBase):
     def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:
         """Bytes of the StepData every output state of a step carries (``rigid_contact_max``: its Contacts';
         ``dt`` [s] changes nothing: this solver never splits a step)."""
-        return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max)
+        return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max,
+                               self.rate_limits)
 
     @property
     def _stages(self) -> int:
@@ -156,7 +166,7 @@ class FeatherstoneSolver(SolverBase):
         data = state.step_buffers  # the state's one slot for a step's buffers (solvers/step_data.py)
         if (not isinstance(data, StepData) or data.rigid_contact_max != rigid_max
                 or data.requires_grad != state.requires_grad() or data.stage_count != self._stages):
-            data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad())
+            data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad(), self.rate_limits)
             state.step_buffers = data
         return data
 
@@ -245,7 +255,9 @@ class FeatherstoneSolver(SolverBase):
         if self.integrator == "euler":
             stage = data.stages[0]
             self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0)
-            self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next)
+            self._rate_limits(data, stage.H if stage.with_contacts else stage.H0, stage.dqd, 1.0)
+            self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next,
+                          rate_impulse=data)
         else:
             self._rk4(data, controls, contacts, state_in, state_out, dt)
         if model.joint_coord_count or model.joint_dof_count:  # virtual free joints write no State joint entries
@@ -274,14 +286,38 @@ class FeatherstoneSolver(SolverBase):
         wp.launch(dynamics.rk4_combine_kernel, dim=self.topology.dof_count,
                   inputs=[*velocities, st[0].dqd, st[1].dqd, st[2].dqd, st[3].dqd], outputs=[data.u, data.dv],
                   device=self.model.device)
-        self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next)
+        self._rate_limits(data, st[0].H0, data.dv, dt)  # every force explicit: H0 = M(q_n) + armature
+        self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next, rate_impulse=data)
+
+    def _rate_limits(self, data, H, dv, h_v: float) -> None:
+        """data.limit_dqd: the rate change of the velocity limits' joint impulses where qd + h_v dv exceeds them
+        (``H``: the matrix the step solved; :func:`.dynamics.rate_limit_kernel`)."""
+        if not data.rate_limits:
+            return
+        m, topo = self.model, self.topology
+        if recording_tape() is None and m.device.is_cpu:  # one launch, sums in locals (as linalg's twins)
+            wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
+                      inputs=[m.joint_velocity_limit, topo.tree, H, data.qd, dv, h_v],
+                      outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)
+            self._check("velocity limits", limit_dqd=data.limit_dqd)
+            return
+        wp.launch(dynamics.rate_limit_kernel, dim=topo.articulation_count,
+                  inputs=[m.joint_velocity_limit, topo.tree, H, data.qd, dv, h_v],
+                  outputs=[data.limit_coupling, data.limit_H, data.limit_rhs], device=m.device)
+        linalg.factor(topo, data.limit_H, data.limit_partial, data.limit_L)
+        linalg.solve(topo, data.limit_L, data.limit_rhs, data.limit_zero, data.limit_zero, 1.0, data.limit_partial_y,
+                     data.limit_y, data.limit_partial_x, data.limit_dqd)
+        self._check("velocity limits", limit_H=data.limit_H, limit_dqd=data.limit_dqd)
 
     def _advance(self, q, qd, dv, u, h_v: float, h_q: float, use_new_velocity: bool, q_out, qd_out,
-                 clamp: bool = True) -> None:
+                 clamp: bool = True, rate_impulse=None) -> None:
+        """``rate_impulse``: the StepData whose velocity limits' rate change joins qd' (the step's last advance)."""
         m, topo = self.model, self.topology
+        with_impulse = rate_impulse is not None and rate_impulse.rate_limits
         wp.launch(dynamics.advance_kernel, dim=topo.slot_count,
-                  inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u, h_v, h_q,
-                          int(use_new_velocity), int(clamp)],
+                  inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u,
+                          rate_impulse.limit_dqd if with_impulse else dv, h_v, h_q, int(use_new_velocity), int(clamp),
+                          int(with_impulse)],
                   outputs=[q_out, qd_out], device=m.device)
 
     def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,

@@ -12,6 +12,8 @@ unclamped 9,160 N m: 208 kg m/s of momentum within 0.1 s at dt 1 ms, the robot t
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -55,7 +57,8 @@ def test_velocity_limits_hold_the_rates_with_internal_impulses():
     model = b.finalize()
     solver = inertia.FeatherstoneSolver(model)
     start, after = model.state(), model.state()
-    solver.step(start, after, None, None, 1e-3)
+    with pytest.warns(inertia.StabilityWarning, match="start outside their limits"):
+        solver.step(start, after, None, None, 1e-3)
     qd = after.joint_qd.numpy()
     limit = model.joint_velocity_limit.numpy()
     held = np.flatnonzero(np.isclose(np.abs(qd), limit, rtol=1e-6))
@@ -88,6 +91,7 @@ def snap(dt, seconds=0.1):
     return worst, mass
 
 
+@pytest.mark.filterwarnings("ignore::inertia.StabilityWarning")
 def test_a_floating_base_keeps_its_momentum_through_a_limit_snap():
     """0.1 s of the knee snap, without contacts, at dt 1 ms and 0.25 ms. What is left is the semi-implicit
     step's own error: its momentum balance holds at the step's start configuration (previous test), and the
@@ -108,3 +112,26 @@ def test_a_floating_base_keeps_its_momentum_through_a_limit_snap():
         assert dL < 0.5 * bound  # the same error with a lever arm of at most 0.5 m (the robot's half-length)
         assert dx < 0.1 * bound / mass  # the momentum error's drift over 0.1 s
     assert fine[0] < 0.35 * coarse[0]  # first order in dt: 0.25, and higher-order terms
+
+
+def test_a_start_outside_the_limits_is_warned_about():
+    """The first step names the joints that start beyond a limit by more than LIMIT_START_MARGIN (0.01 rad
+    or m), once; a start within the limits, or beyond by less (a resting load's penetration), is not."""
+    model, solver = free_a1()
+    a, b = model.state(), model.state()
+    with pytest.warns(inertia.StabilityWarning, match=r"4 joint\(s\) start outside their limits: 'FR_lower_joint' "
+                                                      r"0\.916 rad beyond its upper limit -0\.9163"):
+        solver.step(a, b, None, None, 1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solver.step(b, a, None, None, 1e-3)  # once
+        for knee in (-1.8, -0.9163 + 0.005):
+            q = model.state().joint_q.numpy()
+            q[7:] = np.tile([0.0, 0.9, knee], 4)
+            inertia.FeatherstoneSolver(model).step(joint_state(model, q), b, None, None, 1e-3)
+
+
+def joint_state(model, q):
+    s = model.state()
+    s.joint_q.assign(q.astype(np.float32))
+    return s

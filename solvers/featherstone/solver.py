@@ -45,7 +45,9 @@ from ... import compile_ahead
 from ...autodiff.tape import gradients_if_recording, recording_tape
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
+from ...diagnostics import StabilityWarning, warn
 from ...kinematics import joint_topology
+from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
@@ -248,6 +250,8 @@ class FeatherstoneSolver(SolverBase):
         if topo.slot_count == 0:
             self.step_count += 1
             return state_out
+        if self.step_count == 0 and model.joint_dof_count and not wp.get_device(dev).is_capturing:
+            warn_start_outside_limits(model, state_in.joint_q.numpy())
         data.clear()
         if self.check_finite:
             self._check("input", joint_q=state_in.joint_q, joint_qd=state_in.joint_qd)
@@ -372,6 +376,43 @@ class FeatherstoneSolver(SolverBase):
                           model.rigid_contact_margin, self.contact_timeconst, self.contact_dampratio,
                           self.friction_smoothing, max_dofs, dt, wrench_weight],
                   outputs=[stage.row_sum, stage.tau_contact, stage.H, state_out.body_f], device=dev)
+
+
+LIMIT_START_MARGIN = 0.01  # [rad or m] beyond a limit at the first step: more than a resting load presses in
+
+
+def warn_start_outside_limits(model, joint_q) -> None:
+    """A :class:`inertia.StabilityWarning` naming the revolute and prismatic joints whose coordinate in
+    ``joint_q`` (a first step's) lies beyond a limit by more than :data:`LIMIT_START_MARGIN`.
+
+    Their limit springs push them back with ke x, which for a stiff spring on light links (ke dt^2 above
+    the link's inertia, as the default ke = 1e4 on a quadruped's calf) is a snap within a step or two: a
+    semi-implicit step resolves it only to first order in dt (a floating base's momentum included) and
+    explicit RK4 not at all. A StabilityWarning: a step that cannot resolve the dynamics it is handed
+    (compile_ahead's dry run on scratch states does not repeat it; the first real step warns)."""
+    types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
+    lower, upper, ke = (a.numpy() for a in (model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke))
+    found = []
+    for j, t in enumerate(types):
+        if t != JOINT_REVOLUTE and t != JOINT_PRISMATIC:
+            continue
+        x, d = float(joint_q[q_start[j]]), qd_start[j]
+        excess = max(x - upper[d], lower[d] - x)
+        if excess > LIMIT_START_MARGIN and ke[d] > 0.0:
+            side, limit = ("upper", upper[d]) if x > upper[d] else ("lower", lower[d])
+            unit = "rad" if t == JOINT_REVOLUTE else "m"
+            found.append((excess * ke[d], f"'{model.joint_label[j]}' {excess:.3g} {unit} beyond its {side} limit "
+                                          f"{limit:.4g}"))
+    if not found:
+        return
+    names = "; ".join(text for _, text in found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+    warn(f"FeatherstoneSolver: {len(found)} joint(s) start outside their limits: {names}. Their limit springs "
+         f"push them back with ke x (up to {max(f for f, _ in found):.3g} N m or N here): where ke dt^2 outweighs "
+         "the links' inertia, a snap within a step or two (or at the joints' velocity limits), which the "
+         "semi-implicit step resolves only to first order in dt (a floating base's momentum and position "
+         "included) and explicit RK4 not at all. MuJoCo's and PyBullet's limit constraints pull such a start "
+         "back over their time constant instead. Start within the limits (State.joint_q, then sync_bodies), or "
+         "soften these joints' joint_limit_ke.", StabilityWarning)
 
 
 def _positive(value, name: str) -> float:

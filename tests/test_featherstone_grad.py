@@ -234,7 +234,7 @@ def test_gradients_of_the_a1_standing_on_its_feet(verify_access):
 
 def test_gradients_through_velocity_limits_on_a_floating_base(verify_access):
     """A free base with a two-link arm, no gravity: efforts drive the arm's first hinge beyond its velocity
-    limit (1.5 rad/s) from the 8th step on, and the impulses that hold it there move the base (the
+    limit (1.5 rad/s) from the 6th step on, and the impulses that hold it there move the base (the
     dynamics.rate_limit_kernel system, its factor and solve on the tape). Initial rates and angles, the
     efforts, link masses."""
     b = inertia.ModelBuilder(gravity=0.0)

@@ -40,10 +40,10 @@ def momentum(model, state):
     return com, p, L, spread, turn
 
 
-def free_a1():
+def free_a1(integrator="euler"):
     """The A1 at its zero joint pose, 0.45 m up, no ground (no contact: only gravity acts from outside)."""
     model = a1_builder().finalize()
-    return model, inertia.FeatherstoneSolver(model)
+    return model, inertia.FeatherstoneSolver(model, integrator=integrator)
 
 
 def test_velocity_limits_hold_the_rates_with_internal_impulses():
@@ -71,10 +71,10 @@ def test_velocity_limits_hold_the_rates_with_internal_impulses():
     assert np.linalg.norm(p) < 1e-5 * spread and np.linalg.norm(L) < 1e-5 * spread * 0.5, (p, L, spread)
 
 
-def snap(dt, seconds=0.1):
+def snap(dt, seconds=0.1, integrator="euler"):
     """Worst |p - M g t|, |L about the com|, com off the discrete parabola over ``seconds`` from the zero pose;
     the largest sum m |v - v_com| and relative angular rate seen."""
-    model, solver = free_a1()
+    model, solver = free_a1(integrator)
     a, b = model.state(), model.state()
     com0 = momentum(model, a)[0]
     mass = float(model.body_mass.numpy().sum())
@@ -84,8 +84,8 @@ def snap(dt, seconds=0.1):
         a, b = b, a
         t = (i + 1) * dt
         com, p, L, spread, turn = momentum(model, a)
-        # semi-implicit Euler's free fall: v_n = g n dt, x_n = g dt^2 n (n + 1) / 2
-        fall = com - com0 - GRAVITY * t * (t + dt) / 2
+        # semi-implicit Euler's free fall: v_n = g n dt, x_n = g dt^2 n (n + 1) / 2; RK4's is exact
+        fall = com - com0 - GRAVITY * (t * (t + dt) if integrator == "euler" else t * t) / 2
         worst = np.maximum(worst, [np.linalg.norm(p - mass * GRAVITY * t), np.linalg.norm(L),
                                    np.linalg.norm(fall), spread, turn])
     return worst, mass
@@ -112,6 +112,22 @@ def test_a_floating_base_keeps_its_momentum_through_a_limit_snap():
         assert dL < 0.5 * bound  # the same error with a lever arm of at most 0.5 m (the robot's half-length)
         assert dx < 0.1 * bound / mass  # the momentum error's drift over 0.1 s
     assert fine[0] < 0.35 * coarse[0]  # first order in dt: 0.25, and higher-order terms
+
+
+@pytest.mark.filterwarnings("ignore::inertia.StabilityWarning")
+def test_rk4_keeps_the_momentum_through_a_limit_snap():
+    """RK4 (every force explicit) through the same snap at dt 1 ms: each stage's acceleration takes the
+    velocity limits' impulses with that stage's own mass matrix, so the limit springs' 9,160 N m and the
+    impulses that cancel them act at one configuration. Its error is within the semi-implicit step's bound
+    above (RK4's is higher order where the motion is smooth; at the steps where a rate reaches or leaves its
+    limit it is first order too). Measured 0.0076 kg m/s; correcting only the new rates, with M(q_n), left
+    700 kg m/s without gravity (the stages' pushes and the impulses at different configurations), as the
+    clamp before."""
+    (dp, dL, dx, spread, turn), mass = snap(1e-3, integrator="rk4")
+    bound = 2.0 * 1e-3 * turn * spread
+    print(f"[featherstone] A1 knee snap, RK4 at dt 0.001: |p - M g t| {dp:.3g} kg m/s (bound {bound:.3g}), "
+          f"|L_com| {dL:.3g} kg m^2/s, com off the free fall {1e3 * dx:.3g} mm")
+    assert dp < bound and dL < 0.5 * bound and dx < 0.1 * bound / mass
 
 
 def test_a_start_outside_the_limits_is_warned_about():

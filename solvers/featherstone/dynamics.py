@@ -24,8 +24,9 @@ Each term is stable for any gain and any dt (an implicit spring-damper dissipate
 first order in dt, like the rest of the step.
 
 Velocity limits (:func:`rate_limit_kernel`): a new rate beyond ``joint_velocity_limit`` is prescribed at it
-and the system solved again for the others, i.e. an impulse on that joint; :func:`advance_kernel` then
-clamps only what rounding (or a rate that the prescribed ones push beyond its own limit) leaves.
+and the system solved again for the others, i.e. an impulse on that joint (RK4: on each stage's
+acceleration, with that stage's matrix); :func:`advance_kernel` then clamps only what rounding (or a rate
+that the prescribed ones push beyond its own limit) leaves.
 """
 
 import warp as wp
@@ -182,13 +183,14 @@ def advance_kernel(
     use_new_velocity: int,
     clamp_velocity: int,
     with_rate_impulse: int,
+    impulse_scale: float,
     # Data out:
     q_next: wp.array(dtype=float),
     qd_next: wp.array(dtype=float),
 ):
-    """qd' = qd + h_v dv (+ ``rate_impulse``: the velocity limits' response, :func:`rate_limit_kernel`, if
-    ``with_rate_impulse``; then clamped to the velocity limit if asked), q' = q (+) h_q w with w = qd'
-    (semi-implicit Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
+    """qd' = qd + h_v dv (+ ``impulse_scale`` ``rate_impulse``: the velocity limits' response,
+    :func:`rate_limit_kernel`, if ``with_rate_impulse``; then clamped to the velocity limit if asked),
+    q' = q (+) h_q w with w = qd' (semi-implicit Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
 
     (+) per joint type: :func:`.kinematics.integrate_coordinates`.
     """
@@ -201,7 +203,7 @@ def advance_kernel(
         if k < nd:
             v = qd[ds + k] + h_v * dv[ds + k]
             if with_rate_impulse != 0:
-                v = v + rate_impulse[ds + k]
+                v = v + impulse_scale * rate_impulse[ds + k]
             js = tree.dof_state[ds + k]
             if js >= 0 and clamp_velocity != 0:
                 lim = joint_velocity_limit[js]
@@ -345,11 +347,23 @@ def rk4_combine_kernel(
     a2: wp.array(dtype=float),
     a3: wp.array(dtype=float),
     a4: wp.array(dtype=float),
+    x1: wp.array(dtype=float),
+    x2: wp.array(dtype=float),
+    x3: wp.array(dtype=float),
+    x4: wp.array(dtype=float),
+    # In:
+    inv_dt: float,
+    with_limits: int,
     # Data out:
     u: wp.array(dtype=float),
     dv: wp.array(dtype=float),
 ):
-    """RK4's weighted rates: u = (v1 + 2 v2 + 2 v3 + v4) / 6 for the positions, dv the same of the accelerations."""
+    """RK4's weighted rates: u = (v1 + 2 v2 + 2 v3 + v4) / 6 for the positions, dv the same of the accelerations
+    (each a_k + x_k / dt with ``with_limits``: x_k the rate change of stage k's velocity-limit impulses)."""
     d = wp.tid()
     u[d] = (v1[d] + 2.0 * v2[d] + 2.0 * v3[d] + v4[d]) / 6.0
-    dv[d] = (a1[d] + 2.0 * a2[d] + 2.0 * a3[d] + a4[d]) / 6.0
+    if with_limits != 0:
+        dv[d] = ((a1[d] + x1[d] * inv_dt) + 2.0 * (a2[d] + x2[d] * inv_dt) + 2.0 * (a3[d] + x3[d] * inv_dt)
+                 + (a4[d] + x4[d] * inv_dt)) / 6.0
+    else:
+        dv[d] = (a1[d] + 2.0 * a2[d] + 2.0 * a3[d] + a4[d]) / 6.0

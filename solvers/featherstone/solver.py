@@ -93,7 +93,7 @@ class FeatherstoneSolver(SolverBase):
             MuJoCo's Euler 63 J). ``"rk4"``: classic fourth-order Runge-Kutta with every force explicit
             (four evaluations per step; for smooth, passive or softly driven motion, as MuJoCo's RK4: the
             same Kuka keeps its energy to 5e-5 of its kinetic energy); stiff drives or contacts need dt well
-            below their time scale there.
+            below their time scale there. Velocity limits act on every stage's acceleration (:meth:`_rk4`).
         contact_timeconst: time constant of a contact's normal spring-damper [s] (MuJoCo's solref[0]).
             The default, 5 ms, sinks a body resting under its own weight by g tc^2 = 0.25 mm and matches
             the stance of MuJoCo's default contact (solref 0.02 s, whose impedance solimp 0.9-0.95 makes
@@ -167,7 +167,8 @@ class FeatherstoneSolver(SolverBase):
         rigid_max = contacts.rigid_contact_max if contacts is not None and model.body_count else 0
         data = state.step_buffers  # the state's one slot for a step's buffers (solvers/step_data.py)
         if (not isinstance(data, StepData) or data.rigid_contact_max != rigid_max
-                or data.requires_grad != state.requires_grad() or data.stage_count != self._stages):
+                or data.requires_grad != state.requires_grad() or data.stage_count != self._stages
+                or data.rate_limits != self.rate_limits):
             data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad(), self.rate_limits)
             state.step_buffers = data
         return data
@@ -259,9 +260,9 @@ class FeatherstoneSolver(SolverBase):
         if self.integrator == "euler":
             stage = data.stages[0]
             self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0)
-            self._rate_limits(data, stage.H if stage.with_contacts else stage.H0, stage.dqd, 1.0)
+            self._rate_limits(stage, stage.H if stage.with_contacts else stage.H0, data.qd, stage.dqd, 1.0)
             self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next,
-                          rate_impulse=data)
+                          rate_impulse=stage)
         else:
             self._rk4(data, controls, contacts, state_in, state_out, dt)
         if model.joint_coord_count or model.joint_dof_count:  # virtual free joints write no State joint entries
@@ -276,37 +277,47 @@ class FeatherstoneSolver(SolverBase):
         return state_out
 
     def _rk4(self, data, controls, contacts, state_in, state_out, dt: float) -> None:
-        """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state."""
+        """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state.
+
+        Velocity limits: each a_k takes the impulses that keep qd_n + dt a_k within them, solved with stage k's
+        own M (internal there, as every other force of a_k): then every stage's rates, the weighted rates that
+        move the positions and the new rates (convex combinations of qd_n + dt a_k) are within the limits. (A
+        correction of the new rates alone, with M(q_n), would cancel the stages' limit-spring pushes with
+        impulses at another configuration, and move the base by what they differ: 22 kg m/s on the A1's knee
+        snap at dt 0.25 ms.)"""
         q, qd, st = data.q, data.qd, data.stages
         weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)  # of each stage's contact wrenches in body_f
         self._evaluate(st[0], q, qd, controls, contacts, state_in, state_out, 0.0, 1.0, weights[0])
+        self._rate_limits(st[0], st[0].H0, qd, st[0].dqd, dt)
         velocities = [qd]
         for k, h in enumerate((0.5 * dt, 0.5 * dt, dt)):
             qk, qdk = data.stage_qs[k], data.stage_qds[k]
             # stage k + 2: q_n (+) h v_(k+1), qd_n + h a_(k+1)
-            self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False)
+            self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False, rate_impulse=st[k],
+                          impulse_scale=h / dt)
             self._evaluate(st[k + 1], qk, qdk, controls, contacts, state_in, state_out, 0.0, 1.0, weights[k + 1])
+            self._rate_limits(st[k + 1], st[k + 1].H0, qd, st[k + 1].dqd, dt)
             velocities.append(qdk)
+        limited = [(s.limit_dqd if self.rate_limits else s.dqd) for s in st]
         wp.launch(dynamics.rk4_combine_kernel, dim=self.topology.dof_count,
-                  inputs=[*velocities, st[0].dqd, st[1].dqd, st[2].dqd, st[3].dqd], outputs=[data.u, data.dv],
-                  device=self.model.device)
-        self._rate_limits(data, st[0].H0, data.dv, dt)  # every force explicit: H0 = M(q_n) + armature
-        self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next, rate_impulse=data)
+                  inputs=[*velocities, *(s.dqd for s in st), *limited, 1.0 / dt, int(self.rate_limits)],
+                  outputs=[data.u, data.dv], device=self.model.device)
+        self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next)
 
-    def _rate_limits(self, data, H, dv, h_v: float) -> None:
-        """data.limit_dqd: the rate change of the velocity limits' joint impulses where qd + h_v dv exceeds them
-        (``H``: the matrix the step solved; :func:`.dynamics.rate_limit_kernel`)."""
-        if not data.rate_limits:
+    def _rate_limits(self, data, H, qd, dv, h_v: float) -> None:
+        """data.limit_dqd (a StageData's): the rate change of the velocity limits' joint impulses where qd + h_v dv
+        exceeds them (``H``: the matrix that gave dv; :func:`.dynamics.rate_limit_kernel`)."""
+        if not self.rate_limits:
             return
         m, topo = self.model, self.topology
         if recording_tape() is None and m.device.is_cpu:  # one launch, sums in locals (as linalg's twins)
             wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
-                      inputs=[m.joint_velocity_limit, topo.tree, H, data.qd, dv, h_v],
+                      inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
                       outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)
             self._check("velocity limits", limit_dqd=data.limit_dqd)
             return
         wp.launch(dynamics.rate_limit_kernel, dim=topo.articulation_count,
-                  inputs=[m.joint_velocity_limit, topo.tree, H, data.qd, dv, h_v],
+                  inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
                   outputs=[data.limit_coupling, data.limit_H, data.limit_rhs], device=m.device)
         linalg.factor(topo, data.limit_H, data.limit_partial, data.limit_L)
         linalg.solve(topo, data.limit_L, data.limit_rhs, data.limit_zero, data.limit_zero, 1.0, data.limit_partial_y,
@@ -314,14 +325,15 @@ class FeatherstoneSolver(SolverBase):
         self._check("velocity limits", limit_H=data.limit_H, limit_dqd=data.limit_dqd)
 
     def _advance(self, q, qd, dv, u, h_v: float, h_q: float, use_new_velocity: bool, q_out, qd_out,
-                 clamp: bool = True, rate_impulse=None) -> None:
-        """``rate_impulse``: the StepData whose velocity limits' rate change joins qd' (the step's last advance)."""
+                 clamp: bool = True, rate_impulse=None, impulse_scale: float = 1.0) -> None:
+        """``rate_impulse``: the StageData whose velocity limits' rate change (times ``impulse_scale``) joins qd'
+        (:meth:`_rate_limits`)."""
         m, topo = self.model, self.topology
-        with_impulse = rate_impulse is not None and rate_impulse.rate_limits
+        with_impulse = rate_impulse is not None and self.rate_limits
         wp.launch(dynamics.advance_kernel, dim=topo.slot_count,
                   inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u,
                           rate_impulse.limit_dqd if with_impulse else dv, h_v, h_q, int(use_new_velocity), int(clamp),
-                          int(with_impulse)],
+                          int(with_impulse), float(impulse_scale)],
                   outputs=[q_out, qd_out], device=m.device)
 
     def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,

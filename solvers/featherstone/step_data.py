@@ -39,7 +39,8 @@ _STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord")
          ("twist", wp.spatial_vector, "body"), ("body_f_ext", wp.spatial_vector, "body"))
 # RK4 only: the states of stages 2..4 and the weighted rates
 _RK4 = (("stage_q", float, "coord3"), ("stage_qd", float, "dof3"), ("u", float, "dof"), ("dv", float, "dof"))
-# a model with velocity limits: their impulses' system, its factor and solve (dynamics.rate_limit_kernel)
+# a model with velocity limits, per stage: their impulses' system, its factor and solve
+# (dynamics.rate_limit_kernel; RK4 limits each stage's rates as Euler its new ones)
 _LIMIT = (("limit_coupling", float, "dof"), ("limit_H", float, "matrix"), ("limit_rhs", float, "dof"),
           ("limit_partial", float, "matrix"), ("limit_L", float, "matrix"), ("limit_partial_y", float, "dof"),
           ("limit_y", float, "dof"), ("limit_partial_x", float, "dof"), ("limit_dqd", float, "dof"),
@@ -70,18 +71,21 @@ def step_data_bytes(model, topology, stages: int, requires_grad: bool, rigid_con
                     rate_limits: bool = False) -> int:
     """Bytes of the StepData of one output state (gradients included when ``requires_grad``)."""
     sizes = _sizes(model, topology, rigid_contact_max)
-    stage = _bytes(_STAGE + (_STAGE_CONTACT if rigid_contact_max > 0 else ()), sizes)
-    values = stages * stage + _bytes(_STEP + (_RK4 if stages > 1 else ()) + (_LIMIT if rate_limits else ()), sizes)
+    stage = _bytes(_STAGE + (_STAGE_CONTACT if rigid_contact_max > 0 else ()) + (_LIMIT if rate_limits else ()),
+                   sizes)
+    values = stages * stage + _bytes(_STEP + (_RK4 if stages > 1 else ()), sizes)
     return values * (2 if requires_grad else 1)
 
 
 class StageData:
     """One evaluation of the dynamics (see :mod:`.solver`): kinematics, forces, matrices, factors, the solve."""
 
-    def __init__(self, sizes, with_contacts: bool, body_count: int, requires_grad: bool):
-        self.arrays = _allocate(self, _STAGE + (_STAGE_CONTACT if with_contacts else ()), sizes, requires_grad)
+    def __init__(self, sizes, with_contacts: bool, body_count: int, requires_grad: bool, rate_limits: bool):
+        specs = _STAGE + (_STAGE_CONTACT if with_contacts else ()) + (_LIMIT if rate_limits else ())
+        self.arrays = _allocate(self, specs, sizes, requires_grad)
         self.with_contacts = with_contacts
-        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ()))
+        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ())
+                          + (_LIMIT_ZERO if rate_limits else ()))
 
 
 class StepData:
@@ -95,12 +99,10 @@ class StepData:
         self.rate_limits = bool(rate_limits)
         sizes = _sizes(model, topology, self.rigid_contact_max)
         with wp.ScopedDevice(model.device):
-            self.stages = [StageData(sizes, self.with_contacts, model.body_count, self.requires_grad)
+            self.stages = [StageData(sizes, self.with_contacts, model.body_count, self.requires_grad, self.rate_limits)
                            for _ in range(stages)]
-            arrays = _allocate(self, _STEP + (_RK4 if stages > 1 else ()) + (_LIMIT if rate_limits else ()), sizes,
-                               self.requires_grad)
+            arrays = _allocate(self, _STEP + (_RK4 if stages > 1 else ()), sizes, self.requires_grad)
         self._arrays = arrays + tuple(a for st in self.stages for a in st.arrays)
-        self._zero = tuple(getattr(self, n) for n in _LIMIT_ZERO) if rate_limits else ()
         if stages > 1:  # per-stage views of stages 2..4's states
             nc, nd = max(topology.coord_count, 1), max(topology.dof_count, 1)
             self.stage_qs = [self.stage_q[k * nc:(k + 1) * nc] for k in range(3)]
@@ -115,8 +117,6 @@ class StepData:
         for st in self.stages:
             for a in st.zero:
                 a.zero_()
-        for a in self._zero:
-            a.zero_()
 
     def zero_grad(self) -> None:
         if self.requires_grad:

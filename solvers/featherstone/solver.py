@@ -400,8 +400,9 @@ def warn_start_outside_limits(model, joint_q) -> None:
     Their limit springs push them back with ke x, which for a stiff spring on light links (ke dt^2 above
     the link's inertia, as the default ke = 1e4 on a quadruped's calf) is a snap within a step or two: a
     semi-implicit step resolves it only to first order in dt (a floating base's momentum included) and
-    explicit RK4 not at all. A StabilityWarning: a step that cannot resolve the dynamics it is handed
-    (compile_ahead's dry run on scratch states does not repeat it; the first real step warns)."""
+    explicit RK4 not at all (unless velocity limits bound it). A StabilityWarning: a step that cannot resolve
+    the dynamics it is handed (compile_ahead's dry run on scratch states does not repeat it; the first real
+    step warns)."""
     types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
     lower, upper, ke = (a.numpy() for a in (model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke))
     found = []
@@ -422,9 +423,9 @@ def warn_start_outside_limits(model, joint_q) -> None:
          f"push them back with ke x (up to {max(f for f, _ in found):.3g} N m or N here): where ke dt^2 outweighs "
          "the links' inertia, a snap within a step or two (or at the joints' velocity limits), which the "
          "semi-implicit step resolves only to first order in dt (a floating base's momentum and position "
-         "included) and explicit RK4 not at all. MuJoCo's and PyBullet's limit constraints pull such a start "
-         "back over their time constant instead. Start within the limits (State.joint_q, then sync_bodies), or "
-         "soften these joints' joint_limit_ke.", StabilityWarning)
+         "included) and explicit RK4, without velocity limits to bound it, not at all. MuJoCo's and PyBullet's "
+         "limit constraints pull such a start back over their time constant instead. Start within the limits "
+         "(State.joint_q, then sync_bodies), or soften these joints' joint_limit_ke.", StabilityWarning)
 
 
 def _positive(value, name: str) -> float:

@@ -232,6 +232,41 @@ def test_gradients_of_the_a1_standing_on_its_feet(verify_access):
         Input("body_mass", h=5e-2, relative=True, mask=dynamic)], seed=24)
 
 
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_gradients_through_velocity_limits_on_a_floating_base(integrator, verify_access):
+    """A free base with a two-link arm, no gravity: efforts drive the arm's first hinge beyond its velocity
+    limit (1.5 rad/s) from the 6th step on, and the impulses that hold it there move the base (the
+    dynamics.rate_limit_kernel system, its factor and solve on the tape; with RK4 at every stage). Initial
+    rates and angles, the efforts, link masses."""
+    b = inertia.ModelBuilder(gravity=0.0)
+    base = b.add_body(xform=((0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_shape_box(base, hx=0.2, hy=0.1, hz=0.1, density=250.0)  # 2 kg
+    b.add_joint_free(base)
+    parent = base
+    for k, limit in enumerate((1.5, 10.0)):
+        link = b.add_body(xform=((0.2 + 0.3 * k + 0.15, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0)))
+        b.add_shape_box(link, hx=0.15, hy=0.03, hz=0.03, density=500.0)  # 0.54 kg
+        b.add_joint_revolute(parent, link, parent_xform=((0.2 if k == 0 else 0.15, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                             child_xform=((-0.15, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)), axis=(0.0, 1.0, 0.0),
+                             velocity_limit=limit)
+        parent = link
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    r = JointRollout(model, 60, 2e-3, inertia.FeatherstoneSolver(model, integrator=integrator), contacts=False,
+                     seed=4)
+    s0 = r.states[0]
+    s0.joint_q.assign(np.array([0, 0, 1.0, 0, 0, 0, 1, 0.1, -0.2], np.float32))
+    s0.joint_qd.assign(np.array([0.1, 0.0, -0.1, 0.0, 0.2, 0.0, 0.3, -0.5], np.float32))
+    r.control.joint_f.assign(np.array([0, 0, 0, 0, 0, 0, 2.0, 0.5], np.float32))
+    r._run()
+    assert abs(r.states[-1].joint_qd.numpy()[6]) == pytest.approx(1.5)  # held at the limit
+    angles, base_rates, arm = (np.zeros(n) for n in (9, 8, 8))
+    angles[7:], base_rates[:6], arm[6:] = 1.0, 1.0, 1.0
+    check_gradient(f"velocity limits {integrator}", r.problem(
+        joint_q0=s0.joint_q, joint_qd0=s0.joint_qd, joint_f=r.control.joint_f, body_mass=model.body_mass), [
+        Input("joint_q0", h=1e-2, mask=angles), Input("joint_qd0", h=1e-2, mask=base_rates),
+        Input("joint_f", h=1e-2, mask=arm), Input("body_mass", h=1e-2, relative=True)], seed=28)
+
+
 # ----------------------------------------------------------------------------- Rollout + torch
 def check_torch(name, run, inputs: dict, steps: list, seed: int):
     return check_gradient(name, TorchProblem(run, inputs), steps, seed=seed)

@@ -22,6 +22,11 @@ this for damping):
 
 Each term is stable for any gain and any dt (an implicit spring-damper dissipates); they are exact to
 first order in dt, like the rest of the step.
+
+Velocity limits (:func:`rate_limit_kernel`): a new rate beyond ``joint_velocity_limit`` is prescribed at it
+and the system solved again for the others, i.e. an impulse on that joint (RK4: on each stage's
+acceleration, with that stage's matrix); :func:`advance_kernel` then clamps only what rounding (or a rate
+that the prescribed ones push beyond its own limit) leaves.
 """
 
 import warp as wp
@@ -171,17 +176,21 @@ def advance_kernel(
     qd: wp.array(dtype=float),
     dv: wp.array(dtype=float),
     u: wp.array(dtype=float),
+    rate_impulse: wp.array(dtype=float),
     # In:
     h_v: float,
     h_q: float,
     use_new_velocity: int,
     clamp_velocity: int,
+    with_rate_impulse: int,
+    impulse_scale: float,
     # Data out:
     q_next: wp.array(dtype=float),
     qd_next: wp.array(dtype=float),
 ):
-    """qd' = qd + h_v dv (clamped to the velocity limit if asked), q' = q (+) h_q w with w = qd' (semi-implicit
-    Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
+    """qd' = qd + h_v dv (+ ``impulse_scale`` ``rate_impulse``: the velocity limits' response,
+    :func:`rate_limit_kernel`, if ``with_rate_impulse``; then clamped to the velocity limit if asked),
+    q' = q (+) h_q w with w = qd' (semi-implicit Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
 
     (+) per joint type: :func:`.kinematics.integrate_coordinates`.
     """
@@ -193,6 +202,8 @@ def advance_kernel(
     for k in range(6):
         if k < nd:
             v = qd[ds + k] + h_v * dv[ds + k]
+            if with_rate_impulse != 0:
+                v = v + impulse_scale * rate_impulse[ds + k]
             js = tree.dof_state[ds + k]
             if js >= 0 and clamp_velocity != 0:
                 lim = joint_velocity_limit[js]
@@ -200,6 +211,129 @@ def advance_kernel(
             qd_next[ds + k] = v
     integrate_coordinates(joints, body_com, tree.slot_joint[s], tree.slot_child[s], t, q, qs, qd_next, u,
                           use_new_velocity, ds, h_q, q_next)
+
+
+@wp.func
+def rate_excess(joint_velocity_limit: wp.array(dtype=float), tree: Tree, qd: wp.array(dtype=float),
+                dv: wp.array(dtype=float), h_v: float, d: int):
+    """How far the new rate qd + h_v dv of dof ``d`` must move to its velocity limit (0 within it)."""
+    js = tree.dof_state[d]
+    if js < 0:
+        return 0.0
+    v = qd[d] + h_v * dv[d]
+    lim = joint_velocity_limit[js]
+    return wp.clamp(v, -lim, lim) - v
+
+
+@wp.kernel
+def rate_limit_kernel(
+    # Model:
+    joint_velocity_limit: wp.array(dtype=float),
+    tree: Tree,
+    # Data in:
+    H: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    dv: wp.array(dtype=float),
+    # In:
+    h_v: float,
+    # Data out:
+    coupling: wp.array(dtype=float),  # zero on entry: sum over the limited dofs k of H[i, k] e_k
+    H_free: wp.array(dtype=float),
+    rhs: wp.array(dtype=float),
+):
+    """The velocity limits as joint impulses: the system whose solution x is the rate change they cause.
+
+    The new rates qd + h_v dv solve H (h_v dv) = b; where some exceed their limits (the set S, by e_k each),
+    those are prescribed at the limit and the others follow: x_S = e_S, H_oo x_o = -H_oS e_S, i.e.
+    ``H_free`` x = ``rhs`` with H's rows and columns of S replaced by the identity's. x is what impulses on
+    the limited joints' own degrees of freedom do (generalized forces of joints: equal and opposite on the
+    two bodies of each), so a floating base's momentum is unchanged by them, as by the other joint forces;
+    clamping the rates alone would leave the rest of the tree, the base included, with the reaction to
+    the unclamped impulse. Without an excess, ``H_free`` is H and ``rhs`` zero.
+    """
+    a = wp.tid()
+    d0, n, m0 = articulation_block(tree, a)
+    for i in range(n):
+        ei = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + i)
+        for k in range(n):
+            e = m0 + i * n + k
+            ek = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + k)
+            if ei != 0.0 or ek != 0.0:
+                H_free[e] = wp.where(i == k, 1.0, 0.0)
+                if ei == 0.0:
+                    wp.atomic_add(coupling, d0 + i, H[e] * ek)
+            else:
+                H_free[e] = H[e]
+        rhs[d0 + i] = wp.where(ei != 0.0, ei, -coupling[d0 + i])
+
+
+@wp.kernel(enable_backward=False)
+def rate_limit_forward_kernel(
+    # Model:
+    joint_velocity_limit: wp.array(dtype=float),
+    tree: Tree,
+    # Data in:
+    H: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    dv: wp.array(dtype=float),
+    # In:
+    h_v: float,
+    # Data out:
+    H_free: wp.array(dtype=float),
+    L: wp.array(dtype=float),
+    y: wp.array(dtype=float),
+    x: wp.array(dtype=float),
+):
+    """:func:`rate_limit_kernel`, then :mod:`.linalg`'s factor and solve of its system, in one launch without an
+    adjoint (a CPU step off the tape; the same bits, sums in local variables): an articulation with no rate
+    beyond a limit writes x = 0 (what the solve of a zero right-hand side gives) and skips the rest."""
+    a = wp.tid()
+    d0, n, m0 = articulation_block(tree, a)
+    beyond = int(0)
+    for d in range(n):
+        if rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + d) != 0.0:
+            beyond = 1
+    if beyond == 0:
+        for d2 in range(n):
+            x[d0 + d2] = 0.0
+        return
+    for i in range(n):  # the system, and its right-hand side (into x until the solve)
+        ei = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + i)
+        coupling = float(0.0)
+        for k in range(n):
+            e = m0 + i * n + k
+            ek = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + k)
+            if ei != 0.0 or ek != 0.0:
+                H_free[e] = wp.where(i == k, 1.0, 0.0)
+                if ei == 0.0:
+                    coupling += H[e] * ek
+            else:
+                H_free[e] = H[e]
+        x[d0 + i] = wp.where(ei != 0.0, ei, -coupling)
+    for j in range(n):  # linalg.cholesky_forward_kernel
+        jj = m0 + j * n + j
+        diagonal = float(0.0)
+        for k2 in range(j):
+            diagonal += L[m0 + j * n + k2] * L[m0 + j * n + k2]
+        L[jj] = wp.sqrt(H_free[jj] - diagonal)
+        for i2 in range(j + 1, n):
+            ij = m0 + i2 * n + j
+            below = float(0.0)
+            for k3 in range(j):
+                below += L[m0 + i2 * n + k3] * L[m0 + j * n + k3]
+            L[ij] = (H_free[ij] - below) / L[jj]
+    for i3 in range(n):  # linalg.cholesky_solve_forward_kernel with b = 1 (rhs + 0 - 0)
+        forward = float(0.0)
+        for k4 in range(i3):
+            forward += L[m0 + i3 * n + k4] * y[d0 + k4]
+        b = 1.0 * (x[d0 + i3] + 0.0 - 0.0)
+        y[d0 + i3] = (b - forward) / L[m0 + i3 * n + i3]
+    for ii in range(n):
+        i4 = n - 1 - ii
+        backward = float(0.0)
+        for k5 in range(i4 + 1, n):
+            backward += L[m0 + k5 * n + i4] * x[d0 + k5]
+        x[d0 + i4] = (y[d0 + i4] - backward) / L[m0 + i4 * n + i4]
 
 
 @wp.kernel
@@ -213,11 +347,23 @@ def rk4_combine_kernel(
     a2: wp.array(dtype=float),
     a3: wp.array(dtype=float),
     a4: wp.array(dtype=float),
+    x1: wp.array(dtype=float),
+    x2: wp.array(dtype=float),
+    x3: wp.array(dtype=float),
+    x4: wp.array(dtype=float),
+    # In:
+    inv_dt: float,
+    with_limits: int,
     # Data out:
     u: wp.array(dtype=float),
     dv: wp.array(dtype=float),
 ):
-    """RK4's weighted rates: u = (v1 + 2 v2 + 2 v3 + v4) / 6 for the positions, dv the same of the accelerations."""
+    """RK4's weighted rates: u = (v1 + 2 v2 + 2 v3 + v4) / 6 for the positions, dv the same of the accelerations
+    (each a_k + x_k / dt with ``with_limits``: x_k the rate change of stage k's velocity-limit impulses)."""
     d = wp.tid()
     u[d] = (v1[d] + 2.0 * v2[d] + 2.0 * v3[d] + v4[d]) / 6.0
-    dv[d] = (a1[d] + 2.0 * a2[d] + 2.0 * a3[d] + a4[d]) / 6.0
+    if with_limits != 0:
+        dv[d] = ((a1[d] + x1[d] * inv_dt) + 2.0 * (a2[d] + x2[d] * inv_dt) + 2.0 * (a3[d] + x3[d] * inv_dt)
+                 + (a4[d] + x4[d] * inv_dt)) / 6.0
+    else:
+        dv[d] = (a1[d] + 2.0 * a2[d] + 2.0 * a3[d] + a4[d]) / 6.0

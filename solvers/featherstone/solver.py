@@ -9,6 +9,8 @@ One step, per articulation (one thread each; every world's trees are articulatio
     Cholesky of H0
     contacts (if any)                   effective masses from H0's factor, forces, implicit terms into H
     Cholesky of H, solve                H dqd = dt (tau - C)
+    velocity limits (if any)            rates beyond them held there by impulses on their joints: H with those
+                                        dofs prescribed, factored and solved again (skipped where none is beyond)
     integrate                           qd' = qd + dqd, q' from qd' (quaternions by the exponential map)
     outputs                             State.joint_q / joint_qd, body_q / body_qd by forward kinematics
 
@@ -36,13 +38,16 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import warp as wp
 
 from ... import compile_ahead
-from ...autodiff.tape import gradients_if_recording
+from ...autodiff.tape import gradients_if_recording, recording_tape
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
+from ...diagnostics import StabilityWarning, warn
 from ...kinematics import joint_topology
+from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
@@ -67,9 +72,12 @@ class FeatherstoneSolver(SolverBase):
     (``joint_target_ke`` / ``_kd`` to ``Control.joint_target_pos`` / ``_vel``, revolute and prismatic),
     ``Control.joint_f``, ``joint_armature``, ``joint_damping`` and ``joint_friction`` (smoothed Coulomb),
     limits (``joint_limit_*`` springs, one-sided), ``joint_effort_limit`` (clamps drive + effort) and
-    ``joint_velocity_limit`` (clamps the new rate). Drives, damping, friction and limits are implicit:
-    stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are mass-independent
-    spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
+    ``joint_velocity_limit`` (a new rate beyond it is held at it by an impulse on that joint, which the rest
+    of the tree answers through the step's matrix: internal, so a floating base keeps its momentum, where
+    clamping the rate alone would leave it the reaction to the unclamped impulse; the solver looks for
+    finite ones at construction, and without one only clamps). Drives, damping, friction and limits are
+    implicit: stable at any gain and dt. Contacts (:mod:`inertia.solvers.featherstone.contacts`) are
+    mass-independent spring-dampers mapped through the contact Jacobian, also implicit; ``shape_material_ke`` / ``kd`` /
     ``tau`` / ``zeta`` / ``restitution`` and ``model.contact_smoothing`` are not used there. Particles
     (cloth, soft bodies, springs, granular) step as in the SemiImplicitSolver, with the same materials and
     contact settings, and push the bodies they touch (:mod:`.particles`): a robot can hold cloth. Their
@@ -85,7 +93,7 @@ class FeatherstoneSolver(SolverBase):
             MuJoCo's Euler 63 J). ``"rk4"``: classic fourth-order Runge-Kutta with every force explicit
             (four evaluations per step; for smooth, passive or softly driven motion, as MuJoCo's RK4: the
             same Kuka keeps its energy to 5e-5 of its kinetic energy); stiff drives or contacts need dt well
-            below their time scale there.
+            below their time scale there. Velocity limits act on every stage's acceleration (:meth:`_rk4`).
         contact_timeconst: time constant of a contact's normal spring-damper [s] (MuJoCo's solref[0]).
             The default, 5 ms, sinks a body resting under its own weight by g tc^2 = 0.25 mm and matches
             the stance of MuJoCo's default contact (solref 0.02 s, whose impedance solimp 0.9-0.95 makes
@@ -128,6 +136,9 @@ class FeatherstoneSolver(SolverBase):
         self.friction_smoothing = _positive(eps, "friction_smoothing")
         self.joint_friction_smoothing = _positive(joint_friction_smoothing, "joint_friction_smoothing")
         self.topology = Topology(model)
+        # velocity limits act as joint impulses (dynamics.rate_limit_kernel) where any is finite at construction
+        limits = model.joint_velocity_limit.numpy() if model.joint_dof_count else ()
+        self.rate_limits = bool(self.topology.dof_count and np.isfinite(limits).any())
         dev = model.device
         # inputs of a step taken without a Control (read only: never written)
         self._zero_dofs = wp.zeros(max(model.joint_dof_count, 1), dtype=float, device=dev)
@@ -140,7 +151,8 @@ class FeatherstoneSolver(SolverBase):
     def state_buffer_bytes(self, requires_grad: bool, rigid_contact_max: int = 0, dt: float | None = None) -> int:
         """Bytes of the StepData every output state of a step carries (``rigid_contact_max``: its Contacts';
         ``dt`` [s] changes nothing: this solver never splits a step)."""
-        return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max)
+        return step_data_bytes(self.model, self.topology, self._stages, requires_grad, rigid_contact_max,
+                               self.rate_limits)
 
     @property
     def _stages(self) -> int:
@@ -155,8 +167,9 @@ class FeatherstoneSolver(SolverBase):
         rigid_max = contacts.rigid_contact_max if contacts is not None and model.body_count else 0
         data = state.step_buffers  # the state's one slot for a step's buffers (solvers/step_data.py)
         if (not isinstance(data, StepData) or data.rigid_contact_max != rigid_max
-                or data.requires_grad != state.requires_grad() or data.stage_count != self._stages):
-            data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad())
+                or data.requires_grad != state.requires_grad() or data.stage_count != self._stages
+                or data.rate_limits != self.rate_limits):
+            data = StepData(model, self.topology, self._stages, rigid_max, state.requires_grad(), self.rate_limits)
             state.step_buffers = data
         return data
 
@@ -238,6 +251,8 @@ class FeatherstoneSolver(SolverBase):
         if topo.slot_count == 0:
             self.step_count += 1
             return state_out
+        if self.step_count == 0 and model.joint_dof_count and not wp.get_device(dev).is_capturing:
+            warn_start_outside_limits(model, state_in.joint_q.numpy())
         data.clear()
         if self.check_finite:
             self._check("input", joint_q=state_in.joint_q, joint_qd=state_in.joint_qd)
@@ -245,7 +260,9 @@ class FeatherstoneSolver(SolverBase):
         if self.integrator == "euler":
             stage = data.stages[0]
             self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0)
-            self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next)
+            self._rate_limits(stage, stage.H if stage.with_contacts else stage.H0, data.qd, stage.dqd, 1.0)
+            self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next,
+                          rate_impulse=stage)
         else:
             self._rk4(data, controls, contacts, state_in, state_out, dt)
         if model.joint_coord_count or model.joint_dof_count:  # virtual free joints write no State joint entries
@@ -260,28 +277,63 @@ class FeatherstoneSolver(SolverBase):
         return state_out
 
     def _rk4(self, data, controls, contacts, state_in, state_out, dt: float) -> None:
-        """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state."""
+        """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state.
+
+        Velocity limits: each a_k takes the impulses that keep qd_n + dt a_k within them, solved with stage k's
+        own M (internal there, as every other force of a_k): then every stage's rates, the weighted rates that
+        move the positions and the new rates (convex combinations of qd_n + dt a_k) are within the limits. (A
+        correction of the new rates alone, with M(q_n), would cancel the stages' limit-spring pushes with
+        impulses at another configuration, and move the base by what they differ: 22 kg m/s on the A1's knee
+        snap at dt 0.25 ms.)"""
         q, qd, st = data.q, data.qd, data.stages
         weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)  # of each stage's contact wrenches in body_f
         self._evaluate(st[0], q, qd, controls, contacts, state_in, state_out, 0.0, 1.0, weights[0])
+        self._rate_limits(st[0], st[0].H0, qd, st[0].dqd, dt)
         velocities = [qd]
         for k, h in enumerate((0.5 * dt, 0.5 * dt, dt)):
             qk, qdk = data.stage_qs[k], data.stage_qds[k]
             # stage k + 2: q_n (+) h v_(k+1), qd_n + h a_(k+1)
-            self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False)
+            self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False, rate_impulse=st[k],
+                          impulse_scale=h / dt)
             self._evaluate(st[k + 1], qk, qdk, controls, contacts, state_in, state_out, 0.0, 1.0, weights[k + 1])
+            self._rate_limits(st[k + 1], st[k + 1].H0, qd, st[k + 1].dqd, dt)
             velocities.append(qdk)
+        limited = [(s.limit_dqd if self.rate_limits else s.dqd) for s in st]
         wp.launch(dynamics.rk4_combine_kernel, dim=self.topology.dof_count,
-                  inputs=[*velocities, st[0].dqd, st[1].dqd, st[2].dqd, st[3].dqd], outputs=[data.u, data.dv],
-                  device=self.model.device)
+                  inputs=[*velocities, *(s.dqd for s in st), *limited, 1.0 / dt, int(self.rate_limits)],
+                  outputs=[data.u, data.dv], device=self.model.device)
         self._advance(q, qd, data.dv, data.u, dt, dt, False, data.q_next, data.qd_next)
 
-    def _advance(self, q, qd, dv, u, h_v: float, h_q: float, use_new_velocity: bool, q_out, qd_out,
-                 clamp: bool = True) -> None:
+    def _rate_limits(self, data, H, qd, dv, h_v: float) -> None:
+        """data.limit_dqd (a StageData's): the rate change of the velocity limits' joint impulses where qd + h_v dv
+        exceeds them (``H``: the matrix that gave dv; :func:`.dynamics.rate_limit_kernel`)."""
+        if not self.rate_limits:
+            return
         m, topo = self.model, self.topology
+        if recording_tape() is None and m.device.is_cpu:  # one launch, sums in locals (as linalg's twins)
+            wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
+                      inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
+                      outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)
+            self._check("velocity limits", limit_dqd=data.limit_dqd)
+            return
+        wp.launch(dynamics.rate_limit_kernel, dim=topo.articulation_count,
+                  inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
+                  outputs=[data.limit_coupling, data.limit_H, data.limit_rhs], device=m.device)
+        linalg.factor(topo, data.limit_H, data.limit_partial, data.limit_L)
+        linalg.solve(topo, data.limit_L, data.limit_rhs, data.limit_zero, data.limit_zero, 1.0, data.limit_partial_y,
+                     data.limit_y, data.limit_partial_x, data.limit_dqd)
+        self._check("velocity limits", limit_H=data.limit_H, limit_dqd=data.limit_dqd)
+
+    def _advance(self, q, qd, dv, u, h_v: float, h_q: float, use_new_velocity: bool, q_out, qd_out,
+                 clamp: bool = True, rate_impulse=None, impulse_scale: float = 1.0) -> None:
+        """``rate_impulse``: the StageData whose velocity limits' rate change (times ``impulse_scale``) joins qd'
+        (:meth:`_rate_limits`)."""
+        m, topo = self.model, self.topology
+        with_impulse = rate_impulse is not None and self.rate_limits
         wp.launch(dynamics.advance_kernel, dim=topo.slot_count,
-                  inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u, h_v, h_q,
-                          int(use_new_velocity), int(clamp)],
+                  inputs=[joint_topology(m), m.joint_velocity_limit, m.body_com, topo.tree, q, qd, dv, u,
+                          rate_impulse.limit_dqd if with_impulse else dv, h_v, h_q, int(use_new_velocity), int(clamp),
+                          int(with_impulse), float(impulse_scale)],
                   outputs=[q_out, qd_out], device=m.device)
 
     def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,
@@ -336,6 +388,44 @@ class FeatherstoneSolver(SolverBase):
                           model.rigid_contact_margin, self.contact_timeconst, self.contact_dampratio,
                           self.friction_smoothing, max_dofs, dt, wrench_weight],
                   outputs=[stage.row_sum, stage.tau_contact, stage.H, state_out.body_f], device=dev)
+
+
+LIMIT_START_MARGIN = 0.01  # [rad or m] beyond a limit at the first step: more than a resting load presses in
+
+
+def warn_start_outside_limits(model, joint_q) -> None:
+    """A :class:`inertia.StabilityWarning` naming the revolute and prismatic joints whose coordinate in
+    ``joint_q`` (a first step's) lies beyond a limit by more than :data:`LIMIT_START_MARGIN`.
+
+    Their limit springs push them back with ke x, which for a stiff spring on light links (ke dt^2 above
+    the link's inertia, as the default ke = 1e4 on a quadruped's calf) is a snap within a step or two: a
+    semi-implicit step resolves it only to first order in dt (a floating base's momentum included) and
+    explicit RK4 not at all (unless velocity limits bound it). A StabilityWarning: a step that cannot resolve
+    the dynamics it is handed (compile_ahead's dry run on scratch states does not repeat it; the first real
+    step warns)."""
+    types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
+    lower, upper, ke = (a.numpy() for a in (model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke))
+    found = []
+    for j, t in enumerate(types):
+        if t != JOINT_REVOLUTE and t != JOINT_PRISMATIC:
+            continue
+        x, d = float(joint_q[q_start[j]]), qd_start[j]
+        excess = max(x - upper[d], lower[d] - x)
+        if excess > LIMIT_START_MARGIN and ke[d] > 0.0:
+            side, limit = ("upper", upper[d]) if x > upper[d] else ("lower", lower[d])
+            unit = "rad" if t == JOINT_REVOLUTE else "m"
+            found.append((excess * ke[d], f"'{model.joint_label[j]}' {excess:.3g} {unit} beyond its {side} limit "
+                                          f"{limit:.4g}"))
+    if not found:
+        return
+    names = "; ".join(text for _, text in found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+    warn(f"FeatherstoneSolver: {len(found)} joint(s) start outside their limits: {names}. Their limit springs "
+         f"push them back with ke x (up to {max(f for f, _ in found):.3g} N m or N here): where ke dt^2 outweighs "
+         "the links' inertia, a snap within a step or two (or at the joints' velocity limits), which the "
+         "semi-implicit step resolves only to first order in dt (a floating base's momentum and position "
+         "included) and explicit RK4, without velocity limits to bound it, not at all. MuJoCo's and PyBullet's "
+         "limit constraints pull such a start back over their time constant instead. Start within the limits "
+         "(State.joint_q, then sync_bodies), or soften these joints' joint_limit_ke.", StabilityWarning)
 
 
 def _positive(value, name: str) -> float:

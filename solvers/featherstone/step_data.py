@@ -39,6 +39,13 @@ _STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord")
          ("twist", wp.spatial_vector, "body"), ("body_f_ext", wp.spatial_vector, "body"))
 # RK4 only: the states of stages 2..4 and the weighted rates
 _RK4 = (("stage_q", float, "coord3"), ("stage_qd", float, "dof3"), ("u", float, "dof"), ("dv", float, "dof"))
+# a model with velocity limits, per stage: their impulses' system, its factor and solve
+# (dynamics.rate_limit_kernel; RK4 limits each stage's rates as Euler its new ones)
+_LIMIT = (("limit_coupling", float, "dof"), ("limit_H", float, "matrix"), ("limit_rhs", float, "dof"),
+          ("limit_partial", float, "matrix"), ("limit_L", float, "matrix"), ("limit_partial_y", float, "dof"),
+          ("limit_y", float, "dof"), ("limit_partial_x", float, "dof"), ("limit_dqd", float, "dof"),
+          ("limit_zero", float, "dof"))
+_LIMIT_ZERO = ("limit_coupling", "limit_partial", "limit_partial_y", "limit_partial_x")
 _FLOATS = {float: 1, wp.vec3: 3, wp.transform: 7, wp.spatial_vector: 6, wp.spatial_matrix: 36}
 
 
@@ -60,10 +67,12 @@ def _bytes(specs, sizes) -> int:
     return sum(4 * _FLOATS[dtype] * max(sizes[key], 1) for _, dtype, key in specs)
 
 
-def step_data_bytes(model, topology, stages: int, requires_grad: bool, rigid_contact_max: int = 0) -> int:
+def step_data_bytes(model, topology, stages: int, requires_grad: bool, rigid_contact_max: int = 0,
+                    rate_limits: bool = False) -> int:
     """Bytes of the StepData of one output state (gradients included when ``requires_grad``)."""
     sizes = _sizes(model, topology, rigid_contact_max)
-    stage = _bytes(_STAGE + (_STAGE_CONTACT if rigid_contact_max > 0 else ()), sizes)
+    stage = _bytes(_STAGE + (_STAGE_CONTACT if rigid_contact_max > 0 else ()) + (_LIMIT if rate_limits else ()),
+                   sizes)
     values = stages * stage + _bytes(_STEP + (_RK4 if stages > 1 else ()), sizes)
     return values * (2 if requires_grad else 1)
 
@@ -71,22 +80,26 @@ def step_data_bytes(model, topology, stages: int, requires_grad: bool, rigid_con
 class StageData:
     """One evaluation of the dynamics (see :mod:`.solver`): kinematics, forces, matrices, factors, the solve."""
 
-    def __init__(self, sizes, with_contacts: bool, body_count: int, requires_grad: bool):
-        self.arrays = _allocate(self, _STAGE + (_STAGE_CONTACT if with_contacts else ()), sizes, requires_grad)
+    def __init__(self, sizes, with_contacts: bool, body_count: int, requires_grad: bool, rate_limits: bool):
+        specs = _STAGE + (_STAGE_CONTACT if with_contacts else ()) + (_LIMIT if rate_limits else ())
+        self.arrays = _allocate(self, specs, sizes, requires_grad)
         self.with_contacts = with_contacts
-        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ()))
+        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ())
+                          + (_LIMIT_ZERO if rate_limits else ()))
 
 
 class StepData:
     """The per-step arrays of one output state (see the module docstring)."""
 
-    def __init__(self, model, topology, stages: int, rigid_contact_max: int, requires_grad: bool):
+    def __init__(self, model, topology, stages: int, rigid_contact_max: int, requires_grad: bool,
+                 rate_limits: bool = False):
         self.rigid_contact_max = int(rigid_contact_max)
         self.requires_grad = bool(requires_grad)
         self.with_contacts = self.rigid_contact_max > 0
+        self.rate_limits = bool(rate_limits)
         sizes = _sizes(model, topology, self.rigid_contact_max)
         with wp.ScopedDevice(model.device):
-            self.stages = [StageData(sizes, self.with_contacts, model.body_count, self.requires_grad)
+            self.stages = [StageData(sizes, self.with_contacts, model.body_count, self.requires_grad, self.rate_limits)
                            for _ in range(stages)]
             arrays = _allocate(self, _STEP + (_RK4 if stages > 1 else ()), sizes, self.requires_grad)
         self._arrays = arrays + tuple(a for st in self.stages for a in st.arrays)

@@ -166,11 +166,17 @@ def cholesky_solve_forward_kernel(
         x[d0 + i2] = (y[d0 + i2] - backward) / L[m0 + i2 * n + i2]
 
 
+def forward_only(device) -> bool:
+    """Whether a step on ``device`` runs the forward-only twins now (a CPU, no ``wp.Tape`` recording): then the
+    taped kernels' scratch sums (``partial*``) are neither written nor read, and need no zeroing."""
+    return recording_tape() is None and device.is_cpu
+
+
 def factor(topology, A, partial, L, A0=None, L0=None) -> None:
     """Stage: L with L L^T = A for every articulation (``partial`` must be zero; used only on a tape or a GPU).
     Given ``A0`` and its factor ``L0``, an articulation whose block of A equals A0's takes L0's factor (CPU,
     no tape)."""
-    if recording_tape() is None and A.device.is_cpu:
+    if forward_only(A.device):
         reuse = A0 is not None
         wp.launch(cholesky_forward_kernel, dim=topology.articulation_count,
                   inputs=[topology.tree, A, A0 if reuse else A, L0 if reuse else A, int(reuse)], outputs=[L],
@@ -184,7 +190,7 @@ def factor(topology, A, partial, L, A0=None, L0=None) -> None:
 def solve(topology, L, b_joint, b_contact, b_bias, dt: float, partial_y, y, partial_x, x) -> None:
     """Stage: x = (L L^T)^-1 dt (b_joint + b_contact - b_bias) for every articulation (``partial_*`` must be
     zero; used only on a tape or a GPU)."""
-    if recording_tape() is None and L.device.is_cpu:
+    if forward_only(L.device):
         wp.launch(cholesky_solve_forward_kernel, dim=topology.articulation_count,
                   inputs=[topology.tree, L, b_joint, b_contact, b_bias, dt], outputs=[y, x], device=L.device)
         return

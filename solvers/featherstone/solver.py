@@ -42,7 +42,7 @@ import numpy as np
 import warp as wp
 
 from ... import compile_ahead
-from ...autodiff.tape import gradients_if_recording, recording_tape
+from ...autodiff.tape import gradients_if_recording
 from ...collision.contact_geometry import rigid_contacts
 from ...collision.sdf import shape_geometry
 from ...diagnostics import StabilityWarning, warn
@@ -253,7 +253,7 @@ class FeatherstoneSolver(SolverBase):
             return state_out
         if self.step_count == 0 and model.joint_dof_count and not wp.get_device(dev).is_capturing:
             warn_start_outside_limits(model, state_in.joint_q.numpy())
-        data.clear()
+        data.clear(taped=not linalg.forward_only(model.device))
         if self.check_finite:
             self._check("input", joint_q=state_in.joint_q, joint_qd=state_in.joint_qd)
         self._gather(state_in, data.q, data.qd)
@@ -310,7 +310,7 @@ class FeatherstoneSolver(SolverBase):
         if not self.rate_limits:
             return
         m, topo = self.model, self.topology
-        if recording_tape() is None and m.device.is_cpu:  # one launch, sums in locals (as linalg's twins)
+        if linalg.forward_only(m.device):  # one launch, sums in locals (as linalg's twins)
             wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
                       inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
                       outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)

@@ -31,8 +31,12 @@ _STAGE_CONTACT = (
     ("H", float, "matrix"), ("L", float, "matrix"), ("partial", float, "matrix"), ("z", float, "zdof"),
     ("z_partial", float, "zdof"), ("inv_mass", float, "side"), ("z_sum", float, "dof"), ("row_sum", float, "contact"),
 )
-_STAGE_ZERO = ("body_Ic", "body_fsub", "partial0", "partial_y", "partial_x", "tau_contact")
-_STAGE_CONTACT_ZERO = ("partial", "z_partial", "inv_mass", "z_sum", "row_sum")
+_STAGE_ZERO = ("body_Ic", "body_fsub", "tau_contact")
+_STAGE_CONTACT_ZERO = ("z_partial", "inv_mass", "z_sum", "row_sum")
+# zeroed only for the taped kernels: the forward-only twins a CPU step runs off the tape (linalg.forward_only)
+# sum in locals and never touch these (each memset is a graph node: 7 of them were a fifth of a 7-DoF arm's step)
+_STAGE_TAPED_ZERO = ("partial0", "partial_y", "partial_x")
+_STAGE_CONTACT_TAPED_ZERO = ("partial",)
 # the step's own: gathered input, result, the output's twists (scratch of the body outputs), the external
 # wrench on each body (the Control's plus the particles' contact reactions; :mod:`.particles`)
 _STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord"), ("qd_next", float, "dof"),
@@ -45,7 +49,7 @@ _LIMIT = (("limit_coupling", float, "dof"), ("limit_H", float, "matrix"), ("limi
           ("limit_partial", float, "matrix"), ("limit_L", float, "matrix"), ("limit_partial_y", float, "dof"),
           ("limit_y", float, "dof"), ("limit_partial_x", float, "dof"), ("limit_dqd", float, "dof"),
           ("limit_zero", float, "dof"))
-_LIMIT_ZERO = ("limit_coupling", "limit_partial", "limit_partial_y", "limit_partial_x")
+_LIMIT_TAPED_ZERO = ("limit_coupling", "limit_partial", "limit_partial_y", "limit_partial_x")
 _FLOATS = {float: 1, wp.vec3: 3, wp.transform: 7, wp.spatial_vector: 6, wp.spatial_matrix: 36}
 
 
@@ -84,8 +88,9 @@ class StageData:
         specs = _STAGE + (_STAGE_CONTACT if with_contacts else ()) + (_LIMIT if rate_limits else ())
         self.arrays = _allocate(self, specs, sizes, requires_grad)
         self.with_contacts = with_contacts
-        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ())
-                          + (_LIMIT_ZERO if rate_limits else ()))
+        self.zero = tuple(getattr(self, n) for n in _STAGE_ZERO + (_STAGE_CONTACT_ZERO if with_contacts else ()))
+        self.taped_zero = tuple(getattr(self, n) for n in _STAGE_TAPED_ZERO + (
+            _STAGE_CONTACT_TAPED_ZERO if with_contacts else ()) + (_LIMIT_TAPED_ZERO if rate_limits else ()))
 
 
 class StepData:
@@ -112,10 +117,11 @@ class StepData:
     def stage_count(self) -> int:
         return len(self.stages)
 
-    def clear(self) -> None:
-        """Zero the arrays that gather sums (memsets: capturable)."""
+    def clear(self, taped: bool = True) -> None:
+        """Zero the arrays that gather sums (memsets: capturable); ``taped=False``: not those only the taped
+        kernels sum into (a step that runs the forward-only twins, ``linalg.forward_only``)."""
         for st in self.stages:
-            for a in st.zero:
+            for a in st.zero + (st.taped_zero if taped else ()):
                 a.zero_()
 
     def zero_grad(self) -> None:

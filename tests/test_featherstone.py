@@ -6,7 +6,6 @@ links, limits, friction, effort and velocity limits, mass-independent contact)."
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -584,18 +583,3 @@ def test_the_panda_holds_a_pose_on_its_drives_at_1_ms():
     print(f"\n[featherstone] Panda at rest: drive torque {drive.round(3)} N m, gravity {gravity.round(3)} N m")
     assert np.abs(drive - gravity).max() < 2e-3 * np.abs(gravity).max()
 
-
-def test_no_joint_dynamics_warning_for_a_model_with_all_of_them():
-    """The FeatherstoneSolver simulates armature, damping, friction, effort and velocity limits: a model that
-    sets them all is not told they are ignored (the base class warns for solvers that ignore some)."""
-    b = inertia.ModelBuilder()
-    link = b.add_body(mass=1.0, inertia=np.eye(3) * 0.01)
-    b.add_joint_revolute(-1, link, axis=(0.0, 1.0, 0.0))
-    b.joint_armature[0], b.joint_damping[0], b.joint_friction[0] = 0.01, 0.1, 0.05
-    b.joint_effort_limit[0], b.joint_velocity_limit[0] = 5.0, 3.0
-    model = b.finalize()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        inertia.FeatherstoneSolver(model)
-    with pytest.warns(RuntimeWarning, match="does not simulate joint_armature, joint_velocity_limit"):
-        inertia.SemiImplicitSolver(model)

@@ -35,6 +35,7 @@ from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology
 from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from .kinematics import dof_count, integrate_coordinates
+from .linalg import factor_block, solve_block
 from .topology import Tree, articulation_block
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -276,6 +277,7 @@ def rate_limit_forward_kernel(
     H: wp.array(dtype=float),
     qd: wp.array(dtype=float),
     dv: wp.array(dtype=float),
+    zero: wp.array(dtype=float),  # zeros (a dof's worth): the solve's other right-hand sides
     # In:
     h_v: float,
     # Data out:
@@ -310,30 +312,8 @@ def rate_limit_forward_kernel(
             else:
                 H_free[e] = H[e]
         x[d0 + i] = wp.where(ei != 0.0, ei, -coupling)
-    for j in range(n):  # linalg.cholesky_forward_kernel
-        jj = m0 + j * n + j
-        diagonal = float(0.0)
-        for k2 in range(j):
-            diagonal += L[m0 + j * n + k2] * L[m0 + j * n + k2]
-        L[jj] = wp.sqrt(H_free[jj] - diagonal)
-        for i2 in range(j + 1, n):
-            ij = m0 + i2 * n + j
-            below = float(0.0)
-            for k3 in range(j):
-                below += L[m0 + i2 * n + k3] * L[m0 + j * n + k3]
-            L[ij] = (H_free[ij] - below) / L[jj]
-    for i3 in range(n):  # linalg.cholesky_solve_forward_kernel with b = 1 (rhs + 0 - 0)
-        forward = float(0.0)
-        for k4 in range(i3):
-            forward += L[m0 + i3 * n + k4] * y[d0 + k4]
-        b = 1.0 * (x[d0 + i3] + 0.0 - 0.0)
-        y[d0 + i3] = (b - forward) / L[m0 + i3 * n + i3]
-    for ii in range(n):
-        i4 = n - 1 - ii
-        backward = float(0.0)
-        for k5 in range(i4 + 1, n):
-            backward += L[m0 + k5 * n + i4] * x[d0 + k5]
-        x[d0 + i4] = (y[d0 + i4] - backward) / L[m0 + i4 * n + i4]
+    factor_block(H_free, m0, n, L)
+    solve_block(L, m0, n, d0, x, zero, zero, 1.0, y, x)  # b = 1 (rhs + 0 - 0), as linalg.solve on the tape
 
 
 @wp.kernel

@@ -92,6 +92,44 @@ def cholesky_solve_kernel(
         x[d0 + i2] = (y[d0 + i2] - partial_x[d0 + i2]) / L[m0 + i2 * n + i2]
 
 
+@wp.func
+def factor_block(A: wp.array(dtype=float), m0: int, n: int, L: wp.array(dtype=float)):
+    """L L^T = A of the n x n block at ``m0``, the sums in local variables: the forward-only twins' factor
+    (:func:`cholesky_forward_kernel`, ``dynamics.rate_limit_forward_kernel``); no adjoint (see above)."""
+    for j in range(n):
+        jj = m0 + j * n + j
+        diagonal = float(0.0)
+        for k in range(j):
+            diagonal += L[m0 + j * n + k] * L[m0 + j * n + k]
+        L[jj] = wp.sqrt(A[jj] - diagonal)
+        for i in range(j + 1, n):
+            ij = m0 + i * n + j
+            below = float(0.0)
+            for k2 in range(j):
+                below += L[m0 + i * n + k2] * L[m0 + j * n + k2]
+            L[ij] = (A[ij] - below) / L[jj]
+
+
+@wp.func
+def solve_block(L: wp.array(dtype=float), m0: int, n: int, d0: int, b_joint: wp.array(dtype=float),
+                b_contact: wp.array(dtype=float), b_bias: wp.array(dtype=float), dt: float,
+                y: wp.array(dtype=float), x: wp.array(dtype=float)):
+    """x = (L L^T)^-1 dt (b_joint + b_contact - b_bias) of the block at (``m0``, ``d0``), the sums in local
+    variables (the forward-only twins' solve). ``b_joint`` may be ``x`` itself: it is read before x is written."""
+    for i in range(n):
+        forward = float(0.0)
+        for k in range(i):
+            forward += L[m0 + i * n + k] * y[d0 + k]
+        b = dt * (b_joint[d0 + i] + b_contact[d0 + i] - b_bias[d0 + i])
+        y[d0 + i] = (b - forward) / L[m0 + i * n + i]
+    for ii in range(n):
+        i2 = n - 1 - ii
+        backward = float(0.0)
+        for k2 in range(i2 + 1, n):
+            backward += L[m0 + k2 * n + i2] * x[d0 + k2]
+        x[d0 + i2] = (y[d0 + i2] - backward) / L[m0 + i2 * n + i2]
+
+
 @wp.kernel(enable_backward=False)
 def cholesky_forward_kernel(
     # Model:
@@ -120,18 +158,7 @@ def cholesky_forward_kernel(
             for e2 in range(n * n):
                 L[m0 + e2] = L0[m0 + e2]
             return
-    for j in range(n):
-        jj = m0 + j * n + j
-        diagonal = float(0.0)
-        for k in range(j):
-            diagonal += L[m0 + j * n + k] * L[m0 + j * n + k]
-        L[jj] = wp.sqrt(A[jj] - diagonal)
-        for i in range(j + 1, n):
-            ij = m0 + i * n + j
-            below = float(0.0)
-            for k2 in range(j):
-                below += L[m0 + i * n + k2] * L[m0 + j * n + k2]
-            L[ij] = (A[ij] - below) / L[jj]
+    factor_block(A, m0, n, L)
 
 
 @wp.kernel(enable_backward=False)
@@ -152,18 +179,7 @@ def cholesky_solve_forward_kernel(
     """:func:`cholesky_solve_kernel` without its adjoint: the sums in local variables (the same bits)."""
     a = wp.tid()
     d0, n, m0 = articulation_block(tree, a)
-    for i in range(n):
-        forward = float(0.0)
-        for k in range(i):
-            forward += L[m0 + i * n + k] * y[d0 + k]
-        b = dt * (b_joint[d0 + i] + b_contact[d0 + i] - b_bias[d0 + i])
-        y[d0 + i] = (b - forward) / L[m0 + i * n + i]
-    for ii in range(n):
-        i2 = n - 1 - ii
-        backward = float(0.0)
-        for k2 in range(i2 + 1, n):
-            backward += L[m0 + k2 * n + i2] * x[d0 + k2]
-        x[d0 + i2] = (y[d0 + i2] - backward) / L[m0 + i2 * n + i2]
+    solve_block(L, m0, n, d0, b_joint, b_contact, b_bias, dt, y, x)
 
 
 def forward_only(device) -> bool:

@@ -312,7 +312,7 @@ class FeatherstoneSolver(SolverBase):
         m, topo = self.model, self.topology
         if linalg.forward_only(m.device):  # one launch, sums in locals (as linalg's twins)
             wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
-                      inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
+                      inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, data.limit_zero, h_v],
                       outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)
             self._check("velocity limits", limit_dqd=data.limit_dqd)
             return

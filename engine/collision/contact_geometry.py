@@ -35,6 +35,13 @@ rigid_contacts = ArgBundle(RigidContacts, "rigid_contact_", capacity="rigid_cont
 
 
 @wp.func
+def stored_contact_count(contacts: RigidContacts):
+    """How many contacts ``contacts`` holds: its count, capped at the capacity (the count goes on past it when
+    the list overflows). The solvers' contact kernels loop over this many (``rigid_contact_threads``)."""
+    return wp.min(contacts.count[0], contacts.capacity)
+
+
+@wp.func
 def box_support(h: wp.vec3, n: wp.vec3):
     """Largest n . x over the box of half extents h (in its own frame)."""
     return h[0] * wp.abs(n[0]) + h[1] * wp.abs(n[1]) + h[2] * wp.abs(n[2])

@@ -59,7 +59,7 @@ projection, continuous); which contacts exist is decided by ``model.collide`` an
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
+from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry, stored_contact_count
 from ...collision.sdf import ShapeGeometry
 from ...integrators.euler import world_gravity
 from ...integrators.euler_bodies import com_velocity_after
@@ -72,7 +72,7 @@ from .body_dynamics import (
     wrench_at,
 )
 from .contact import PenaltyLaw, beyond_reach, contact_depth, contact_gate, coulomb_projection, penalty_gains
-from .contact_sides import contact_threads, rigid_contact_sides
+from .contact_sides import contact_threads, rigid_contact_sides, rigid_contact_threads
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -139,6 +139,8 @@ def body_contact_kernel(
     # Data in:
     body_q: wp.array(dtype=wp.transform),
     contacts: RigidContacts,
+    # In:
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     body_f: wp.array(dtype=wp.spatial_vector),
     counts: wp.array(dtype=wp.int32),
@@ -146,29 +148,28 @@ def body_contact_kernel(
     contact_normal: wp.array(dtype=wp.vec3),
     contact_law: wp.array(dtype=wp.vec3),
 ):
-    c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    contact_law[c] = wp.vec3(-1.0, 0.0, 0.0)  # inactive unless found active below
-    s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
-    if not dynamic0 and not dynamic1:
-        return
-    g = active_contact(body_q, shapes, contacts, c, law)
-    if g.depth == -1.0e30:
-        return
-    x, spring, damping = penalty_spring(body_q, body_com, body_inv_mass, body_inv_inertia, shape_ke, shape_kd,
-                                        shape_tau, shape_zeta, law, g, s0, s1, b0, b1)
-    force = g.normal * spring
-    if dynamic0:
-        wp.atomic_add(body_f, b0, wrench_at(body_q, body_com, b0, force, x))
-        wp.atomic_add(counts, b0, 1)
-    if dynamic1:
-        wp.atomic_sub(body_f, b1, wrench_at(body_q, body_com, b1, force, x))
-        wp.atomic_add(counts, b1, 1)
-    # what the sweeps read: where, across which plane, (spring force, damping coefficient, mu)
-    contact_point[c] = x
-    contact_normal[c] = g.normal
-    contact_law[c] = wp.vec3(spring, damping, 0.5 * (shape_mu[s0] + shape_mu[s1]))
+    t = wp.tid()
+    for c in range(t, stored_contact_count(contacts), stride):
+        contact_law[c] = wp.vec3(-1.0, 0.0, 0.0)  # inactive unless found active below
+        s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
+        if not dynamic0 and not dynamic1:
+            continue
+        g = active_contact(body_q, shapes, contacts, c, law)
+        if g.depth == -1.0e30:
+            continue
+        x, spring, damping = penalty_spring(body_q, body_com, body_inv_mass, body_inv_inertia, shape_ke, shape_kd,
+                                            shape_tau, shape_zeta, law, g, s0, s1, b0, b1)
+        force = g.normal * spring
+        if dynamic0:
+            wp.atomic_add(body_f, b0, wrench_at(body_q, body_com, b0, force, x))
+            wp.atomic_add(counts, b0, 1)
+        if dynamic1:
+            wp.atomic_sub(body_f, b1, wrench_at(body_q, body_com, b1, force, x))
+            wp.atomic_add(counts, b1, 1)
+        # what the sweeps read: where, across which plane, (spring force, damping coefficient, mu)
+        contact_point[c] = x
+        contact_normal[c] = g.normal
+        contact_law[c] = wp.vec3(spring, damping, 0.5 * (shape_mu[s0] + shape_mu[s1]))
 
 
 @wp.kernel
@@ -269,21 +270,24 @@ def contact_response_kernel(
     contact_law: wp.array(dtype=wp.vec3),
     body_com_world: wp.array(dtype=wp.vec3),
     body_inv_inertia_world: wp.array(dtype=wp.mat33),
+    # In:
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     contact_response: wp.array(dtype=wp.vec2),
 ):
     """Each active contact's Jacobi denominators (the same in every sweep): the pair's inverse mass at x, each
     body's share of its mass (its count of contacts), along the normal and (its bound) in the contact plane."""
-    c = wp.tid()
-    if c >= contacts.count[0] or contact_law[c][0] < 0.0:
-        return
-    x = contact_point[c]
-    n = contact_normal[c]
-    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
-    k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x)
-         + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x))
-    plane = wp.identity(n=3, dtype=float) - wp.outer(n, n)
-    contact_response[c] = wp.vec2(wp.dot(n, k * n), largest_in_plane(plane * k * plane))
+    t = wp.tid()
+    for c in range(t, stored_contact_count(contacts), stride):
+        if contact_law[c][0] < 0.0:
+            continue
+        x = contact_point[c]
+        n = contact_normal[c]
+        _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+        k = (split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b0, x)
+             + split_response(body_inv_mass, body_com_world, body_inv_inertia_world, counts, b1, x))
+        plane = wp.identity(n=3, dtype=float) - wp.outer(n, n)
+        contact_response[c] = wp.vec2(wp.dot(n, k * n), largest_in_plane(plane * k * plane))
 
 
 @wp.kernel
@@ -305,44 +309,45 @@ def contact_sweep_kernel(
     # In:
     relaxation: float,
     dt: float,
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     force_out: wp.array(dtype=wp.vec4),
     body_wrench_out: wp.array(dtype=wp.spatial_vector),
 ):
-    c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    law = contact_law[c]
-    spring = law[0]
-    if spring < 0.0:
-        return  # not active this step
-    kd = law[1]
-    w = contact_response[c]
-    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
-    x = contact_point[c]
-    n = contact_normal[c]
-    old = force_in[c]
-    damping_old = old[0]
-    friction_old = wp.vec3(old[1], old[2], old[3])
-    # the relative velocity at x at the end of this step under every other force and these forces so far
-    v = (swept_velocity(body_inv_mass, body_qd_pred, body_com_world, body_inv_inertia_world, body_wrench_in, b0, x,
-                        dt)
-         - swept_velocity(body_inv_mass, body_qd_pred, body_com_world, body_inv_inertia_world, body_wrench_in, b1,
-                          x, dt))
-    vn = wp.dot(n, v)
-    # normal damping -kd v_n at the end of the step (implicit): a Jacobi step on f_d + kd v_n(f_d) = 0, never
-    # pulling (the normal force spring + f_d stays >= 0)
-    damping = damping_old - relaxation * (damping_old + kd * vn) / (1.0 + kd * dt * w[0])
-    damping = wp.max(damping, -spring)
-    # friction: the force that stops the slip by the end of the step, against the slip (so that a sliding
-    # contact gets Coulomb's mu f_n exactly opposite to it), onto Coulomb's disk of the normal force
-    friction = coulomb_projection(friction_old - relaxation * (v - n * vn) / (dt * w[1]), law[2] * (spring + damping))
-    force_out[c] = wp.vec4(damping, friction[0], friction[1], friction[2])
-    force = n * damping + friction
-    if inverse_mass_of(body_inv_mass, b0) > 0.0:
-        wp.atomic_add(body_wrench_out, b0, wp.spatial_vector(force, wp.cross(x - body_com_world[b0], force)))
-    if inverse_mass_of(body_inv_mass, b1) > 0.0:
-        wp.atomic_sub(body_wrench_out, b1, wp.spatial_vector(force, wp.cross(x - body_com_world[b1], force)))
+    t = wp.tid()
+    for c in range(t, stored_contact_count(contacts), stride):
+        law = contact_law[c]
+        spring = law[0]
+        if spring < 0.0:
+            continue  # not active this step
+        kd = law[1]
+        w = contact_response[c]
+        _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+        x = contact_point[c]
+        n = contact_normal[c]
+        old = force_in[c]
+        damping_old = old[0]
+        friction_old = wp.vec3(old[1], old[2], old[3])
+        # the relative velocity at x at the end of this step under every other force and these forces so far
+        v = (swept_velocity(body_inv_mass, body_qd_pred, body_com_world, body_inv_inertia_world, body_wrench_in, b0, x,
+                            dt)
+             - swept_velocity(body_inv_mass, body_qd_pred, body_com_world, body_inv_inertia_world, body_wrench_in, b1,
+                              x, dt))
+        vn = wp.dot(n, v)
+        # normal damping -kd v_n at the end of the step (implicit): a Jacobi step on f_d + kd v_n(f_d) = 0, never
+        # pulling (the normal force spring + f_d stays >= 0)
+        damping = damping_old - relaxation * (damping_old + kd * vn) / (1.0 + kd * dt * w[0])
+        damping = wp.max(damping, -spring)
+        # friction: the force that stops the slip by the end of the step, against the slip (so that a sliding
+        # contact gets Coulomb's mu f_n exactly opposite to it), onto Coulomb's disk of the normal force
+        friction = coulomb_projection(friction_old - relaxation * (v - n * vn) / (dt * w[1]),
+                                      law[2] * (spring + damping))
+        force_out[c] = wp.vec4(damping, friction[0], friction[1], friction[2])
+        force = n * damping + friction
+        if inverse_mass_of(body_inv_mass, b0) > 0.0:
+            wp.atomic_add(body_wrench_out, b0, wp.spatial_vector(force, wp.cross(x - body_com_world[b0], force)))
+        if inverse_mass_of(body_inv_mass, b1) > 0.0:
+            wp.atomic_sub(body_wrench_out, b1, wp.spatial_vector(force, wp.cross(x - body_com_world[b1], force)))
 
 
 @wp.kernel
@@ -365,7 +370,7 @@ def eval_body_contact_forces(model, data) -> None:
     (spring force, damping coefficient, mu) (``contact_point``, ``contact_normal``, ``contact_law``; a
     negative spring force marks an inactive contact).
     """
-    threads = contact_threads(model, data).rigid
+    threads = rigid_contact_threads(model.device, contact_threads(model, data).rigid)
     if threads == 0:
         return
     buffers, state = data.buffers, data.state_in
@@ -374,7 +379,7 @@ def eval_body_contact_forces(model, data) -> None:
               inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                       model.shape_material_ke, model.shape_material_kd, model.shape_material_tau,
                       model.shape_material_zeta, model.shape_material_mu, data.penalty_law, state.body_q,
-                      data.rigid_contacts],
+                      data.rigid_contacts, threads],
               outputs=[data.state_out.body_f, buffers.body_contact_counts, buffers.contact_point,
                        buffers.contact_normal, buffers.contact_law])
 
@@ -386,7 +391,7 @@ def eval_body_contact_sweeps(model, data) -> None:
     so far, the step buffer ``body_f_other``): ``solver.contact_iterations`` Jacobi sweeps, each moving
     every contact's damping and friction ``solver.contact_relaxation`` times the way to the end-of-step
     velocity's (the last sweep plainly), and the last sweep's wrenches into ``state_out.body_f``."""
-    threads = contact_threads(model, data).rigid
+    threads = rigid_contact_threads(model.device, contact_threads(model, data).rigid)
     if threads == 0:
         return
     solver, state, buffers, dt = data.solver, data.state_in, data.buffers, data.dt
@@ -398,7 +403,7 @@ def eval_body_contact_sweeps(model, data) -> None:
     wp.launch(contact_response_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.body_contact_counts,
                       buffers.contact_point, buffers.contact_normal, buffers.contact_law, buffers.body_com_world,
-                      buffers.body_inv_inertia_world],
+                      buffers.body_inv_inertia_world, threads],
               outputs=[buffers.contact_response])
     forces, wrenches = buffers.rows.contact_forces, buffers.rows.body_contact_wrench  # row 0: zeros, never written
     buffers.body_contact_wrench.zero_()
@@ -411,7 +416,7 @@ def eval_body_contact_sweeps(model, data) -> None:
                   inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, buffers.contact_point,
                           buffers.contact_normal, buffers.contact_law, buffers.contact_response, buffers.body_qd_pred,
                           buffers.body_com_world, buffers.body_inv_inertia_world, forces[k], wrenches[k],
-                          relaxation, dt],
+                          relaxation, dt, threads],
                   outputs=[forces[k + 1], wrenches[k + 1]])
     wp.launch(add_wrenches_kernel, dim=model.body_count, device=model.device, inputs=[wrenches[sweeps]],
               outputs=[data.state_out.body_f])

@@ -13,10 +13,10 @@ iterations only read it: a handful of dot products per contact.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry, stored_contact_count
 from ...collision.sdf import ShapeGeometry
 from ...kinematics import point_velocity
-from ..forces.contact_sides import contact_threads, rigid_contact_sides
+from ..forces.contact_sides import contact_threads, rigid_contact_sides, rigid_contact_threads
 from ..step_data import stage
 from .body_frames import body_frame, point_motion
 from .body_jacobi import split_factors
@@ -32,17 +32,20 @@ def count_pushing_contacts_kernel(
     # Data in:
     contacts: RigidContacts,
     lam: wp.array(dtype=wp.vec2),
+    # In:
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     split: wp.array(dtype=float),
 ):
-    c = wp.tid()
-    if c >= contacts.count[0] or lam[c][0] <= 0.0:
-        return
-    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
-    if b0 >= 0:
-        wp.atomic_add(split, b0, 1.0)
-    if b1 >= 0:
-        wp.atomic_add(split, b1, 1.0)
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
+        if lam[c][0] <= 0.0:
+            continue
+        _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+        if b0 >= 0:
+            wp.atomic_add(split, b0, 1.0)
+        if b1 >= 0:
+            wp.atomic_add(split, b1, 1.0)
 
 
 # What one contact's velocity iterations need, fixed for the pass (the poses do not move in it):
@@ -71,12 +74,13 @@ def prepare_contact_velocities_kernel(
     lam: wp.array(dtype=wp.vec2),
     # In:
     restitution_threshold: float,
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     rows: wp.array(dtype=contact_velocity_row),
 ):
-    c = wp.tid()
-    row = contact_velocity_row()
-    if c < contacts.count[0]:
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
+        row = contact_velocity_row()
         if lam[c][0] > 0.0:  # only contacts that pushed in the position pass
             s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
             g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
@@ -111,7 +115,7 @@ def prepare_contact_velocities_kernel(
                     row[12 + i] = a1[i]
                 row[15] = wp.max(-e * vn_start, 0.0)
                 row[16] = w_n
-    rows[c] = row
+        rows[c] = row
 
 
 @wp.func
@@ -135,28 +139,29 @@ def solve_contact_velocities_kernel(
     contacts: RigidContacts,
     rows: wp.array(dtype=contact_velocity_row),
     body_qd: wp.array(dtype=wp.spatial_vector),
+    # In:
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     dqd: wp.array(dtype=wp.spatial_vector),
 ):
-    c = wp.tid()
-    if c >= contacts.count[0]:
-        return
-    row = rows[c]
-    w_n = row[16]
-    if w_n <= 0.0:
-        return
-    _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
-    n = row_vec3(row, 0)
-    qd0 = body_velocity(body_qd, b0)
-    qd1 = body_velocity(body_qd, b1)
-    # n . (v + omega x r) = n . v + omega . (r x n)
-    vn = (wp.dot(n, wp.spatial_top(qd0)) + wp.dot(wp.spatial_bottom(qd0), row_vec3(row, 3))
-          - wp.dot(n, wp.spatial_top(qd1)) - wp.dot(wp.spatial_bottom(qd1), row_vec3(row, 6)))
-    j = (row[15] - vn) / w_n
-    if b0 >= 0:
-        wp.atomic_add(dqd, b0, wp.spatial_vector(n * (j * body_inv_mass[b0]), row_vec3(row, 9) * j))
-    if b1 >= 0:
-        wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
+        row = rows[c]
+        w_n = row[16]
+        if w_n <= 0.0:
+            continue
+        _s0, _s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
+        n = row_vec3(row, 0)
+        qd0 = body_velocity(body_qd, b0)
+        qd1 = body_velocity(body_qd, b1)
+        # n . (v + omega x r) = n . v + omega . (r x n)
+        vn = (wp.dot(n, wp.spatial_top(qd0)) + wp.dot(wp.spatial_bottom(qd0), row_vec3(row, 3))
+              - wp.dot(n, wp.spatial_top(qd1)) - wp.dot(wp.spatial_bottom(qd1), row_vec3(row, 6)))
+        j = (row[15] - vn) / w_n
+        if b0 >= 0:
+            wp.atomic_add(dqd, b0, wp.spatial_vector(n * (j * body_inv_mass[b0]), row_vec3(row, 9) * j))
+        if b1 >= 0:
+            wp.atomic_sub(dqd, b1, wp.spatial_vector(n * (j * body_inv_mass[b1]), row_vec3(row, 12) * j))
 
 
 @stage("velocity update", writes=lambda data: {"body_q": data.state_out.body_q,
@@ -177,23 +182,23 @@ def solve_contact_velocities(model, data) -> None:
     qd, dqd = b.rows.body_qd, b.rows.body_dqd
     iterations = len(dqd)
     b.body_dqd.zero_()
-    threads = contact_threads(model, data).rigid
+    threads = rigid_contact_threads(model.device, contact_threads(model, data).rigid)
     if threads:
         lam = b.rows.contact_lambda[-1]
         b.contact_split.zero_()
         wp.launch(count_pushing_contacts_kernel, dim=threads, device=model.device,
-                  inputs=[data.shapes, data.rigid_contacts, lam], outputs=[b.contact_split])
+                  inputs=[data.shapes, data.rigid_contacts, lam, threads], outputs=[b.contact_split])
         split_factors(model, solver.split_exponent, b.contact_split)
         wp.launch(prepare_contact_velocities_kernel, dim=threads, device=model.device,
                   inputs=[model.body_com, model.body_inv_mass, model.body_inv_inertia, data.shapes,
                           model.shape_material_restitution, data.state_in.body_q, data.state_in.body_qd,
                           data.rigid_contacts, data.state_out.body_q, b.rows.body_motion[-1], b.contact_split, lam,
-                          solver.restitution_threshold],
+                          solver.restitution_threshold, threads],
                   outputs=[b.contact_rows])
     for k in range(iterations):
         if threads:
             wp.launch(solve_contact_velocities_kernel, dim=threads, device=model.device,
-                      inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k]],
+                      inputs=[model.body_inv_mass, data.shapes, data.rigid_contacts, b.contact_rows, qd[k], threads],
                       outputs=[dqd[k]])
         out = qd[k + 1] if k + 1 < iterations else data.state_out.body_qd
         add_corrections(model, model.body_count, qd[k], dqd[k], out)

@@ -41,9 +41,9 @@ kink.
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry
+from ...collision.contact_geometry import RigidContacts, rigid_contact_geometry, stored_contact_count
 from ...collision.sdf import ShapeGeometry
-from ..forces.contact_sides import contact_threads, rigid_contact_sides
+from ..forces.contact_sides import contact_threads, rigid_contact_sides, rigid_contact_threads
 from ..step_data import stage
 from .body_frames import (
     add_positional,
@@ -73,15 +73,16 @@ def solve_body_contacts_kernel(
     lambda_in: wp.array(dtype=wp.vec2),
     # In:
     max_push: float,
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     delta: wp.array(dtype=wp.spatial_vector),
     lambda_out: wp.array(dtype=wp.vec2),
 ):
-    c = wp.tid()
-    lam = lambda_in[c]
-    dlam_n = float(0.0)
-    dlam_t = float(0.0)
-    if c < contacts.count[0]:
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
+        lam = lambda_in[c]
+        dlam_n = float(0.0)
+        dlam_t = float(0.0)
         s0, s1, b0, b1 = rigid_contact_sides(shapes, contacts, c)
         g = rigid_contact_geometry(body_q, shapes, contacts, c, 0.0)
         f0 = cached_body_frame(body_q, frame_com, frame_inv_inertia, body_inv_mass, split, b0)
@@ -121,8 +122,8 @@ def solve_body_contacts_kernel(
                         impulse = -t * dlam_t
                 add_positional(delta, b0, f0, split, r0, impulse)
                 add_positional(delta, b1, f1, split, r1, -impulse)
-    # one store per multiplier: a second store to the same element would get its adjoint twice
-    lambda_out[c] = wp.vec2(lam[0] + dlam_n, lam[1] + dlam_t)
+        # one store per multiplier: a second store to the same element would get its adjoint twice
+        lambda_out[c] = wp.vec2(lam[0] + dlam_n, lam[1] + dlam_t)
 
 
 @stage("shape-shape contact")
@@ -131,7 +132,7 @@ def solve_body_contacts(model, data, k: int) -> None:
 
     The bodies' frames on that iterate come from ``eval_body_frames`` / ``apply_body_corrections``.
     """
-    threads = contact_threads(model, data).rigid
+    threads = rigid_contact_threads(model.device, contact_threads(model, data).rigid)
     if threads == 0:
         return
     b = data.buffers
@@ -139,5 +140,5 @@ def solve_body_contacts(model, data, k: int) -> None:
     wp.launch(solve_body_contacts_kernel, dim=threads, device=model.device,
               inputs=[model.body_inv_mass, data.shapes, model.shape_material_mu, data.rigid_contacts,
                       rows.body_q[k], rows.body_motion[k], rows.frame_com[k], rows.frame_inv_inertia[k], b.split,
-                      rows.contact_lambda[k], data.solver.max_depenetration_velocity * data.dt],
+                      rows.contact_lambda[k], data.solver.max_depenetration_velocity * data.dt, threads],
               outputs=[rows.body_delta[k], rows.contact_lambda[k + 1]])

@@ -20,3 +20,10 @@ def test_replay_rate_rows(tmp_path):
     for r in doc["rows"]:
         assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"])
         assert r["min"] <= r["median"] <= r["max"]
+
+
+def test_replay_rate_graph_mode(tmp_path):
+    """--graph: the steps replayed from one captured graph of two (an even step count per block)."""
+    doc = replay_rate.main(["--tiny", "--graph", "--cells", "chain:semi_implicit", "--blocks", "2", "--quiet"])
+    row = doc["rows"][0]
+    assert row["steps_per_block"] % 2 == 0 and all(x > 0 for x in row["rates"])

@@ -148,8 +148,8 @@ def body_contact_kernel(
     contact_normal: wp.array(dtype=wp.vec3),
     contact_law: wp.array(dtype=wp.vec3),
 ):
-    t = wp.tid()
-    for c in range(t, stored_contact_count(contacts), stride):
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
         contact_law[c] = wp.vec3(-1.0, 0.0, 0.0)  # inactive unless found active below
         s0, s1, b0, b1, dynamic0, dynamic1 = contact_bodies(body_inv_mass, shapes, contacts, c)
         if not dynamic0 and not dynamic1:
@@ -277,8 +277,8 @@ def contact_response_kernel(
 ):
     """Each active contact's Jacobi denominators (the same in every sweep): the pair's inverse mass at x, each
     body's share of its mass (its count of contacts), along the normal and (its bound) in the contact plane."""
-    t = wp.tid()
-    for c in range(t, stored_contact_count(contacts), stride):
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
         if contact_law[c][0] < 0.0:
             continue
         x = contact_point[c]
@@ -314,8 +314,8 @@ def contact_sweep_kernel(
     force_out: wp.array(dtype=wp.vec4),
     body_wrench_out: wp.array(dtype=wp.spatial_vector),
 ):
-    t = wp.tid()
-    for c in range(t, stored_contact_count(contacts), stride):
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
         law = contact_law[c]
         spring = law[0]
         if spring < 0.0:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import warp as wp
 
 from conftest import DEVICE
 

@@ -10,6 +10,7 @@
 :func:`save_usd` load ``pxr``, when first used.
 """
 
+from . import precompiled_header
 from .autodiff.backward_code import enable_gradients, gradients_enabled
 from .autodiff.tape import TapeReuseError
 from .builder import ModelBuilder
@@ -26,6 +27,8 @@ from .solvers import FeatherstoneSolver, SemiImplicitSolver, SolverBase, XPBDSol
 from .state import Control, State
 
 __version__ = "0.1.0"
+
+precompiled_header.install()  # Warp's CPU precompiled header, kept beside the kernel cache between processes
 
 
 def __getattr__(name):

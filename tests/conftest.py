@@ -84,3 +84,27 @@ def tet_volumes_from_positions(q: np.ndarray, tets: np.ndarray) -> np.ndarray:
     """Signed volumes (float64) of tets (n, 4) at positions q (m, 3)."""
     x0, x1, x2, x3 = (q[tets[:, i]] for i in range(4))
     return np.einsum("ij,ij->i", x1 - x0, np.cross(x2 - x0, x3 - x0)) / 6.0
+
+
+# ---------------------------------------------------------------- subprocess runs beside the session
+import background  # noqa: E402
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Modules that declared background jobs (``background.py``) run last, so that their jobs run beside
+    every other test on the core the session leaves idle; the order within a module is kept."""
+    with_jobs = {j.module for j in background.JOBS.values()}
+    items.sort(key=lambda item: _module_name(item) in with_jobs)  # stable: only those modules move
+
+
+def pytest_collection_finish(session):
+    background.start([(_module_name(item), item.name) for item in session.items])
+
+
+def _module_name(item) -> str | None:
+    module = getattr(item, "module", None)
+    return module.__name__ if module is not None else None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    background.stop_all()

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import background
 import pytest
 
 # A cloth over a ground plane plus a box on a revolute joint and a free box resting on the ground: particle
@@ -76,10 +77,18 @@ print("RESULT " + json.dumps({**before, "forward": h.hexdigest(), "after": inert
 """
 
 
-def run(solver: str, when: str) -> dict:
+def _script_job(solver: str, when: str):
     env = dict(os.environ, PYTHONWARNINGS="ignore")  # the box's joint stiffness warns about substeps
-    out = subprocess.run([sys.executable, "-c", SCRIPT, solver, when], env=env, capture_output=True, text=True,
-                         timeout=600)
+    return background.job(f"backward_code_{solver}_{when}", lambda _: [sys.executable, "-c", SCRIPT, solver, when],
+                          timeout=600, env=env,
+                          tests=(f"test_forward_only_until_a_tape_records_a_step_then_the_same_bits[{solver}]",))
+
+
+RUNS = {(solver, when): _script_job(solver, when) for solver in ("semi", "xpbd") for when in ("late", "early")}
+
+
+def run(solver: str, when: str) -> dict:
+    out = RUNS[solver, when].result()
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))[7:])
 
@@ -155,11 +164,17 @@ print("GRAD", float(s.joint_q.grad.numpy()[0]), float(np.cos(float(s.joint_q.num
 """
 
 
+SYNC_RUNS = {how: background.job(f"featherstone_sync_{how}", lambda _, how=how: [sys.executable, "-c",
+                                                                                  FEATHERSTONE_SYNC, how], timeout=300,
+                                 tests=(f"test_a_tape_of_forward_kinematics_alone_gets_its_adjoints[{how}]",))
+             for how in ("state", "arrays")}
+
+
 @pytest.mark.parametrize("how", ["state", "arrays"])
 def test_a_tape_of_forward_kinematics_alone_gets_its_adjoints(how):
     """``sync_bodies`` (Featherstone's forward kinematics, differentiable) recorded on a tape with no solver
     step: the gradient of the link's height z = 1 + 0.2 sin(-q) ... must reach the joint angle."""
-    out = subprocess.run([sys.executable, "-c", FEATHERSTONE_SYNC, how], capture_output=True, text=True, timeout=300)
+    out = SYNC_RUNS[how].result()
     assert out.returncode == 0, out.stderr[-3000:]
     lines = dict(x.split(" ", 1) for x in out.stdout.splitlines() if x.startswith(("BEFORE", "GRAD")))
     # a state made with requires_grad switches gradients on by itself; arrays switched one by one do not

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import pathlib
 import sys
 
 import numpy as np
@@ -23,6 +23,7 @@ for p in (os.path.join(ROOT, "benchmarks"), GPU):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import background  # noqa: E402
 import common  # noqa: E402
 import large_scenes  # noqa: E402
 import parity  # noqa: E402
@@ -30,12 +31,15 @@ import parity_cases  # noqa: E402
 from bench_scenes import SCENES  # noqa: E402
 
 
+# --no-newton: where Newton is installed it imports pxr itself, and this checks that our code does not
+CHECK = background.job("gpu_check", lambda out: [sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu",
+                                                 "--tiny", "--no-newton", "--out", out], timeout=1500, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpucheck")
-    # --no-newton: where Newton is installed it imports pxr itself, and this checks that our code does not
-    proc = subprocess.run([sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu", "--tiny", "--no-newton",
-                           "--out", str(out)], capture_output=True, text=True, timeout=1500, cwd=ROOT)
+def report():
+    proc = CHECK.result()
+    out = pathlib.Path(CHECK.folder)
     path = out / "gpu_check.json"
     assert path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(path) as f:

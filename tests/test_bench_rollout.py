@@ -12,7 +12,7 @@ the property behind it on the full-size cloth without running it: ``Rollout.memo
 
 The same for the XPBD solver, shorter (it launches ~20x the kernels per step): ``--solver xpbd``
 with its stated cloth settings (dt = 1/600 s, 20 iterations, relaxation 1.5), section 1 at T = 20
-steps (10 frames), section 2 at T = 20 only. The two benchmark processes run at the same time.
+steps (10 frames), section 2 at T = 20 only. Both runs are background jobs (tests/background.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
-import time
 
+import background
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,27 +53,24 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
+def _tiny_run(extra):
+    return lambda out: [sys.executable, BENCH, "--tiny", *extra, "--json", os.path.join(out, "tiny.json")]
+
+
+RUNS = {name: background.job(f"rollout_{name}", _tiny_run(extra), timeout=600, cwd=ROOT)
+        for name, extra in (("semi_implicit", []), ("xpbd", XPBD_ARGS))}
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Both tiny benchmark runs (semi-implicit, XPBD), started together; {name: (doc, stdout)}."""
-    tmp = tmp_path_factory.mktemp("bench_rollout")
-    procs = {}
-    for name, extra in (("semi_implicit", []), ("xpbd", XPBD_ARGS)):
-        out = tmp / f"tiny_{name}.json"
-        cmd = [sys.executable, BENCH, "--tiny", *extra, "--json", str(out)]
-        procs[name] = (subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                       out)
-    res, deadline = {}, time.monotonic() + 600
-    for name, (proc, out) in procs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p, _ in procs.values():
-                p.kill()
-            raise
-        assert proc.returncode == 0, f"benchmarks/rollout.py ({name}) failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
-        with open(out) as f:
-            res[name] = (json.load(f), stdout)
+def runs():
+    """Both tiny benchmark runs (semi-implicit, XPBD); {name: (doc, stdout)}."""
+    res = {}
+    for name, job in RUNS.items():
+        proc = job.result()
+        assert proc.returncode == 0, (f"benchmarks/rollout.py ({name}) failed:\n{proc.stdout[-3000:]}\n"
+                                      f"{proc.stderr[-3000:]}")
+        with open(os.path.join(job.folder, "tiny.json")) as f:
+            res[name] = (json.load(f), proc.stdout)
     return res
 
 

@@ -11,9 +11,9 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 
+import background
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,14 +27,16 @@ REGISTERED = {("semi_implicit", "chain"): 1e-3, ("semi_implicit", "boxes"): 1e-3
               ("xpbd", "chain"): 1 / 600, ("xpbd", "boxes"): 1 / 1200, ("xpbd", "arm"): 1 / 600}
 
 
+RUN = background.job("sim_rate", lambda out: [
+    sys.executable, SCRIPT, "--tiny", "--scenes", ",".join(SCENES), "--solvers", ",".join(SOLVERS),
+    "--json", os.path.join(out, "tiny.json")] + ([] if HAVE_MUJOCO else ["--no-mujoco"]), timeout=600, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
-def doc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sim_rate") / "tiny.json"
-    cmd = [sys.executable, SCRIPT, "--tiny", "--scenes", ",".join(SCENES), "--solvers", ",".join(SOLVERS),
-           "--json", str(out)] + ([] if HAVE_MUJOCO else ["--no-mujoco"])
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+def doc():
+    proc = RUN.result()
     assert proc.returncode == 0, f"sim_rate.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(out) as f:
+    with open(os.path.join(RUN.folder, "tiny.json")) as f:
         return json.load(f)
 
 

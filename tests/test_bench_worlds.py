@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 
+import background
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,15 +48,17 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+RUN = background.job("worlds", lambda out: [
+    sys.executable, SCRIPT, "--worlds", ",".join(map(str, WORLDS)), "--no-newton", "--repeats", "2", "--block-s",
+    "0.01", "--max-steps", "4", "--warmup", "1", "--build-copies", str(COPIES), "--build-repeats", "1", "--json",
+    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench_worlds") / "tiny.json"
-    cmd = [sys.executable, SCRIPT, "--worlds", ",".join(map(str, WORLDS)), "--no-newton", "--repeats", "2",
-           "--block-s", "0.01", "--max-steps", "4", "--warmup", "1", "--build-copies", str(COPIES),
-           "--build-repeats", "1", "--json", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+def report():
+    proc = RUN.result()
     assert proc.returncode == 0, f"benchmarks/worlds.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(out) as f:
+    with open(os.path.join(RUN.folder, "tiny.json")) as f:
         return json.load(f), proc.stdout
 
 

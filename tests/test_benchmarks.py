@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 
+import background
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -113,15 +114,16 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+TINY_RUN = background.job("run", lambda out: [
+    sys.executable, RUN, "--tiny", "--no-newton", "--solvers", ",".join(SOLVERS), "--json",
+    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "tiny.json"
-    proc = subprocess.run(
-        [sys.executable, RUN, "--tiny", "--no-newton", "--solvers", ",".join(SOLVERS), "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
+def report():
+    proc = TINY_RUN.result()
     assert proc.returncode == 0, f"benchmarks/run.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(out) as f:
+    with open(os.path.join(TINY_RUN.folder, "tiny.json")) as f:
         doc = json.load(f)
     return doc, proc.stdout
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
+import background
 import pytest
 
 # A cloth over a ground plane, a box on a revolute joint to the world above it, a free sphere and a capsule:
@@ -68,10 +68,22 @@ print("RESULT " + json.dumps({"at_build": names(built - before), "at_first_step"
 """
 
 
-def run(kind: str, dt: float, ahead: bool) -> dict:
+FIRST_STEP_DT = 5.0e-3  # [s] beyond the semi-implicit stable step of the cloth's and the joint's stiffness
+
+
+def _script_job(kind: str, ahead: bool):
     env = dict(os.environ, INERTIA_COMPILE_AHEAD="1" if ahead else "0")
-    out = subprocess.run([sys.executable, "-c", SCRIPT, kind, repr(dt)], env=env, capture_output=True, text=True,
-                         timeout=600)
+    return background.job(f"compile_ahead_{kind}_{ahead}", lambda _: [sys.executable, "-c", SCRIPT, kind,
+                                                                      repr(FIRST_STEP_DT)], timeout=600, env=env,
+                          tests=(f"test_a_solver_loads_what_its_first_step_launches_and_nothing_changes[{kind}]",))
+
+
+RUNS = {(kind, ahead): _script_job(kind, ahead) for kind in ("semi", "xpbd", "featherstone") for ahead in (True, False)}
+
+
+def run(kind: str, dt: float, ahead: bool) -> dict:
+    assert dt == FIRST_STEP_DT  # the background job's
+    out = RUNS[kind, ahead].result()
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))[7:])
 
@@ -80,7 +92,7 @@ def run(kind: str, dt: float, ahead: bool) -> dict:
 def test_a_solver_loads_what_its_first_step_launches_and_nothing_changes(kind):
     # 5 ms: beyond the semi-implicit stable step of the cloth's and the joint's stiffness, so the first
     # step must still warn (StabilityWarning) after the dry run, and run as substeps
-    dt = 5.0e-3
+    dt = FIRST_STEP_DT
     ahead, plain = run(kind, dt, True), run(kind, dt, False)
     # the dry run found every module: the first collide + step loads none and reloads none (without it: it
     # loads all of them)

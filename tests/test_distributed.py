@@ -11,8 +11,9 @@ differs by a few units in the last place (relative 1e-7 .. 1e-6), so the
 tolerance is a relative 1e-5.
 
 Both runs are the example as a user starts it, ``python examples/distributed.py``,
-in subprocesses with a timeout (this process never joins a process group):
-they rendezvous through a file store in ``tmp_path`` (no TCP port picked,
+in subprocesses with a timeout (this process never joins a process group), run as
+background jobs (tests/background.py), one after the other, each in a folder of its own:
+they rendezvous through a file store in that folder (no TCP port picked,
 closed and reused), every process waits at a barrier before it leaves the
 group, and each process's stderr goes to its own file (with
 ``PYTHONFAULTHANDLER=1`` and ``TORCH_SHOW_CPP_STACKTRACES=1``: Python and C++
@@ -22,10 +23,11 @@ stacks of a crash), shown in the assertion message when a run fails.
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
-import time
 
+import background
 import pytest
 import torch
 
@@ -37,54 +39,47 @@ FRAMES = 12
 TIMEOUT_S = 420
 
 
-def start(procs: int, run_dir):
-    """Start the example with ``procs`` processes on 2 x WORLDS_PER_PROCESS worlds, one optimizer step."""
-    run_dir.mkdir()
-    cmd = [sys.executable, EXAMPLE, "--procs", str(procs), "--worlds", str(2 * WORLDS_PER_PROCESS), "--iters", "1",
-           "--frames", str(FRAMES), "--quiet", "--out", str(run_dir), "--result-dir", str(run_dir),
-           "--log-dir", str(run_dir), "--rendezvous", str(run_dir / "rendezvous"), "--timeout", str(TIMEOUT_S)]
+def _example(procs: int):
+    """The example with ``procs`` processes on 2 x WORLDS_PER_PROCESS worlds, one optimizer step, as a background
+    job (tests/background.py) writing into its own folder."""
+    def cmd(folder):
+        return [sys.executable, EXAMPLE, "--procs", str(procs), "--worlds", str(2 * WORLDS_PER_PROCESS), "--iters",
+                "1", "--frames", str(FRAMES), "--quiet", "--out", folder, "--result-dir", folder, "--log-dir", folder,
+                "--rendezvous", os.path.join(folder, "rendezvous"), "--timeout", str(TIMEOUT_S)]
+
     env = dict(os.environ, PYTHONFAULTHANDLER="1", TORCH_SHOW_CPP_STACKTRACES="1")
-    out = open(run_dir / "launcher.stdout", "w")
-    err = open(run_dir / "launcher.stderr", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
-    return proc, (out, err), run_dir
+    return background.job(f"distributed_{procs}", cmd, timeout=TIMEOUT_S, cwd=ROOT, env=env)
 
 
-def report(run_dir, procs: int) -> str:
+RUNS = {2: _example(2), 1: _example(1)}
+
+
+def report(run_dir, procs: int, stdout: str, stderr: str) -> str:
     """The launcher's output and every rank's stderr (their last 4,000 characters each)."""
-    parts = []
-    for name in ["launcher.stdout", "launcher.stderr"] + [f"rank{r}.stderr" for r in range(procs)]:
+    parts = [f"----- launcher stdout -----\n{stdout[-4000:]}", f"----- launcher stderr -----\n{stderr[-4000:]}"]
+    for name in [f"rank{r}.stderr" for r in range(procs)]:
         path = run_dir / name
         text = path.read_text(errors="replace") if path.exists() else "(no file)"
         parts.append(f"----- {name} -----\n{text[-4000:]}")
     return "\n".join(parts)
 
 
-def finish(runs, deadline: float) -> dict:
-    """Wait for every run (killed at the deadline); {procs: run directory}, each run checked to have exited 0."""
-    codes = {}
-    for procs, (proc, files, _) in runs.items():
-        try:
-            codes[procs] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p, _, _ in runs.values():
-                p.kill()
-            for p, _, _ in runs.values():
-                p.wait()
-            codes[procs] = f"killed after {TIMEOUT_S} s"
-        for f in files:
-            f.close()
-    for procs, (_, _, run_dir) in runs.items():
-        assert codes[procs] == 0, (f"python examples/distributed.py --procs {procs}: exit {codes[procs]}\n"
-                                   + report(run_dir, procs))
-    return {procs: run_dir for procs, (_, _, run_dir) in runs.items()}
+def finished(procs: int) -> pathlib.Path:
+    """The folder of the run with ``procs`` processes, checked to have exited 0 within the timeout."""
+    job = RUNS[procs]
+    try:
+        proc = job.result()
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"python examples/distributed.py --procs {procs}: killed after {TIMEOUT_S} s\n"
+                             + report(pathlib.Path(job.folder), procs, "", "")) from None
+    run_dir = pathlib.Path(job.folder)
+    assert proc.returncode == 0, (f"python examples/distributed.py --procs {procs}: exit {proc.returncode}\n"
+                                  + report(run_dir, procs, proc.stdout, proc.stderr))
+    return run_dir
 
 
-def test_two_processes_give_the_gradient_of_one(tmp_path):
-    # both runs at once: on 2 cores the three processes share them; the results do not depend on timing
-    runs = {2: start(2, tmp_path / "two"), 1: start(1, tmp_path / "one")}
-    dirs = finish(runs, time.monotonic() + TIMEOUT_S)
-    two, one_dir = dirs[2], dirs[1]
+def test_two_processes_give_the_gradient_of_one():
+    two, one_dir = finished(2), finished(1)
     ranks = [torch.load(two / f"rank{r}.pt") for r in range(2)]
     one = torch.load(one_dir / "rank0.pt")  # a group of one
 

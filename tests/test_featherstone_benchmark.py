@@ -8,27 +8,32 @@ joints, in both engines), and world-steps/s = steps/s x worlds with the ratio in
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 
+import background
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "featherstone.py")
 
 
+HAVE_REFERENCES = all(importlib.util.find_spec(m) is not None for m in ("mujoco", "pybullet_data"))
+RUN = background.job("featherstone_benchmark", lambda out: [sys.executable, SCRIPT, "--tiny", "--json",
+                                                            os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT,
+                     tests=() if not HAVE_REFERENCES else None)
+
+
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report():
     pytest.importorskip("mujoco")
     pytest.importorskip("pybullet_data")
-    out = tmp_path_factory.mktemp("bench_featherstone") / "tiny.json"
-    proc = subprocess.run([sys.executable, SCRIPT, "--tiny", "--json", str(out)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    proc = RUN.result()
     assert proc.returncode == 0, f"benchmarks/featherstone.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(out) as f:
+    with open(os.path.join(RUN.folder, "tiny.json")) as f:
         return json.load(f), proc.stdout
 
 

@@ -9,16 +9,17 @@ every later one 0.15-0.9 s). A user who adds one feature to a cached scene, or a
 subprocesses each compile a module or two, pays the header again every time.
 
 :func:`install` wraps Warp's CPU compile (``warp._src.build.build_cpu``): before a compile, a header
-stored in ``<kernel cache>/wp_inertia_pch/`` is copied into the thread's own folder (clang then
+stored in ``<kernel cache>/wp_inertia_pch_<install>/`` is copied into the thread's own folder (clang then
 uses it instead of building one); after, a header the compile built, or rebuilt, is stored (written
 under a temporary name, then renamed, so no process ever reads half a file). Warp's own isolation of
 one folder per thread and process stays as it was: nothing writes into a folder another thread reads.
 
 Why this is safe: Warp names the header file by the options it was built with (block size, tiles,
-optimization level, a hash), and the kernel cache folder is per Warp version, so a stored header only
-ever meets the compile it was built for. A header that does not fit (damaged, or older than Warp's
-native headers) is rejected by Warp: it deletes it, compiles without a header (clang prints "1 error
-generated." about the header, and the module builds) and builds a fresh header at its next compile.
+optimization level, a hash), the kernel cache folder is per Warp version and the store per Warp install
+(its path and header time), so a stored header only ever meets the compile it was built for; only
+headers that a CPU compile built are stored (a CUDA compile's share the folder). A header that does not fit (damaged, or older than Warp's
+native headers) is rejected by Warp: it deletes it, compiles without a header (clang prints its errors
+about the header, and Warp "retrying" without it; the module builds) and builds a fresh header at its next compile.
 The rejected header is then dropped from the store, and the fresh one stored when it is built.
 ``warp.clear_kernel_cache()`` removes the store with the modules (its name starts with ``wp_``).
 
@@ -35,16 +36,26 @@ import os
 import shutil
 import threading
 
-STORE = "wp_inertia_pch"  # folder in Warp's kernel cache; the wp_ prefix makes clear_kernel_cache remove it
+STORE = "wp_inertia_pch"  # folder prefix in Warp's kernel cache; the wp_ prefix makes clear_kernel_cache remove it
 installed = False
 _seeded: dict = {}  # thread folder -> {file name: ((size, mtime_ns) of the copy, of the stored file)}
 
 
 def _store_dir() -> str | None:
+    """``<kernel cache>/wp_inertia_pch_<install>``: a header records the absolute paths and times of the Warp
+    headers it was built from, so two installs of one Warp version (two virtual environments) sharing a cache
+    keep a store each instead of rejecting each other's header at every compile."""
+    import hashlib
+
     import warp as wp
 
     cache = wp.config.kernel_cache_dir
-    return os.path.join(cache, STORE) if cache else None
+    if not cache:
+        return None
+    native = os.path.join(os.path.dirname(os.path.abspath(wp.__file__)), "native")
+    builtin = os.path.join(native, "builtin.h")
+    key = f"{native}:{os.stat(builtin).st_mtime_ns if os.path.exists(builtin) else 0}"
+    return os.path.join(cache, f"{STORE}_{hashlib.sha1(key.encode()).hexdigest()[:12]}")
 
 
 def _stamp(path: str) -> tuple:
@@ -66,8 +77,14 @@ def seed(pch_dir: str, store: str) -> None:
     _seeded[pch_dir] = copied
 
 
-def publish(pch_dir: str, store: str) -> None:
-    """Store every header in ``pch_dir`` that was built here (not the unchanged copies of stored ones), and
+def headers(pch_dir: str) -> dict:
+    """{file name: (size, mtime_ns)} of the headers in ``pch_dir``."""
+    return {os.path.basename(p): _stamp(p) for p in glob.glob(os.path.join(pch_dir, "*.pch"))}
+
+
+def publish(pch_dir: str, store: str, before: dict | None = None) -> None:
+    """Store every header in ``pch_dir`` that the compile built (new or changed since ``before``, the folder's
+    :func:`headers` when it began; a CUDA compile's headers, which share the folder, are never taken), and
     drop a stored header that Warp rejected: it deletes a header clang cannot use, compiles without one,
     and builds a fresh one at its next compile."""
     copied = _seeded.setdefault(pch_dir, {})
@@ -84,6 +101,8 @@ def publish(pch_dir: str, store: str) -> None:
     for src in glob.glob(os.path.join(pch_dir, "*.pch")):
         name = os.path.basename(src)
         stamp = _stamp(src)
+        if before is not None and before.get(name) == stamp:
+            continue  # not this compile's
         if name in copied and copied[name][0] == stamp:
             continue  # the stored header, used as it was
         tmp = os.path.join(store, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -100,12 +119,13 @@ def _keeping(build_cpu):
         if store is not None:
             try:
                 seed(pch_dir, store)
+                before = headers(pch_dir)
             except OSError:
                 store = None  # an unreadable or full cache: compile as Warp would
         result = build_cpu(*args, **kwargs)
         if store is not None:
             try:
-                publish(pch_dir, store)
+                publish(pch_dir, store, before)
             except OSError:
                 pass  # the next process builds its own header, as without this module
         return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,9 +29,10 @@ class Job:
     folder of its own for output files (removed at the session's end)."""
 
     def __init__(self, name: str, module: str, make_cmd, timeout: float, cwd: str | None = None,
-                 env: dict | None = None, tests: tuple | None = None):
+                 env: dict | None = None, tests: tuple | None = None, fixture: str | None = None):
         self.name, self.module, self.make_cmd, self.timeout, self.cwd = name, module, make_cmd, timeout, cwd
-        self.env, self.tests = env, tests
+        self.env, self.tests, self.fixture = env, tests, fixture
+        self._stopping = False
         self.folder: str | None = None
         self.completed: subprocess.CompletedProcess | None = None
         self.error: BaseException | None = None
@@ -52,12 +54,16 @@ class Job:
         try:
             self.folder = tempfile.mkdtemp(prefix=f"inertia-test-{self.name}-")
             cmd = self.make_cmd(self.folder)
-            self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True)
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError(f"background job {self.name}: the session ended before it started")
+                # its own process group, so that a kill reaches the interpreters it starts too
+                self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True, start_new_session=os.name == "posix")
             try:
                 out, err = self._proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+            except BaseException:  # its timeout, or the test's (pytest-timeout) while the test runs it itself
+                self._kill()
                 self._proc.communicate()
                 raise
             self.completed = subprocess.CompletedProcess(cmd, self._proc.returncode, out, err)
@@ -78,40 +84,60 @@ class Job:
             raise self.error
         return self.completed
 
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        if os.name == "posix":
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return
+            except OSError:
+                pass
+        proc.kill()
+
     def stop(self) -> None:
-        """At the session's end: keep a run from starting, kill one still going (the session stopped early),
-        and remove its folder."""
+        """At the session's end: keep a run from starting, kill one still going (the session stopped early)
+        with the interpreters it started, and remove its folder."""
         with self._lock:
+            self._stopping = True
             if self._state == "waiting":
                 self._state = "done"  # never started: nothing to wait for
                 return
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
+        self._kill()
         self._done.wait(timeout=30)
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def job(name: str, make_cmd, timeout: float = 600, cwd: str | None = None, env: dict | None = None,
-        tests: tuple | None = None) -> Job:
-    """Declare a run (at a test module's import). ``make_cmd(folder) -> list`` of arguments; ``tests``: the
-    names of the tests that wait for it (with their parameters, ``test_x[semi]``; default: every test of
-    the module), so that a session that deselected them does not start it."""
+        tests: tuple | None = None, fixture: str | None = None) -> Job:
+    """Declare a run (at a test module's import). ``make_cmd(folder) -> list`` of arguments. Which of the
+    module's tests wait for it, so that a session that deselected them does not start it: those that use
+    ``fixture`` (by name), or those named in ``tests`` (with their parameters, ``test_x[semi]``), or by
+    default every test of the module."""
     module = sys._getframe(1).f_globals["__name__"]
     if name in JOBS:  # the same module imported again (pytest's rewrite): keep the first
         return JOBS[name]
-    JOBS[name] = Job(name, module, make_cmd, timeout, cwd, env, tests)
+    JOBS[name] = Job(name, module, make_cmd, timeout, cwd, env, tests, fixture)
     return JOBS[name]
 
 
+def _waits_for(j: Job, module: str, test: str, fixtures) -> bool:
+    if j.module != module:
+        return False
+    if j.fixture is not None:
+        return j.fixture in fixtures
+    return j.tests is None or test in j.tests
+
+
 def start(items: list) -> threading.Thread | None:
-    """Run the jobs that the selected test ``items`` (``(module name, test name)`` in session order) wait
-    for, on one background thread, the last needed first."""
+    """Run the jobs that the selected test ``items`` (``(module name, test name, fixture names)`` in session
+    order) wait for, on one background thread, the last needed first."""
     first_use: dict = {}
-    for i, (module, test) in enumerate(items):
+    for i, (module, test, fixtures) in enumerate(items):
         for j in JOBS.values():
-            if j.name not in first_use and j.module == module and (j.tests is None or test in j.tests):
+            if j.name not in first_use and _waits_for(j, module, test, fixtures):
                 first_use[j.name] = i
     jobs = sorted((JOBS[name] for name in first_use), key=lambda j: first_use[j.name])
     if not jobs or os.environ.get("INERTIA_TEST_BACKGROUND", "1") == "0":

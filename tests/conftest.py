@@ -98,7 +98,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    background.start([(_module_name(item), item.name) for item in session.items])
+    if session.config.option.collectonly:
+        return  # nothing will wait for them
+    background.start([(_module_name(item), item.name, getattr(item, "fixturenames", ())) for item in session.items])
 
 
 def _module_name(item) -> str | None:

@@ -43,10 +43,43 @@ def test_a_timeout_reaches_the_waiting_test():
 
 
 def test_only_jobs_of_selected_tests_start(monkeypatch):
+    monkeypatch.setenv("INERTIA_TEST_BACKGROUND", "1")
     a = _job("for_a", "print('a')", tests=("test_a[1]",))
     b = _job("for_b", "print('b')", tests=("test_b",))
-    monkeypatch.setattr(background, "JOBS", {"for_a": a, "for_b": b})
-    thread = background.start([(__name__, "test_a[1]"), ("some_other_module", "test_b")])
+    c = background.Job("for_c", __name__, lambda out: [sys.executable, "-c", "print('c')"], 60, fixture="report")
+    d = background.Job("for_d", __name__, lambda out: [sys.executable, "-c", "print('d')"], 60, fixture="other")
+    monkeypatch.setattr(background, "JOBS", {"for_a": a, "for_b": b, "for_c": c, "for_d": d})
+    thread = background.start([(__name__, "test_a[1]", ("tmp_path",)), ("some_other_module", "test_b", ()),
+                               (__name__, "test_c", ("report",))])
     thread.join(timeout=60)
-    assert a.result().stdout.strip() == "a"
-    assert b.claim()  # nobody started it: its test was not selected (and this test now owns it)
+    assert a.result().stdout.strip() == "a" and c.result().stdout.strip() == "c"
+    assert b.claim() and d.claim()  # nobody started them: no selected test waits for them (this test owns them now)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the grandchild's state from /proc (Linux)")
+def test_a_stopped_session_kills_the_interpreters_a_job_started(tmp_path):
+    """``-x`` or an interrupt: the job's process group goes, grandchildren included."""
+    pid_file = tmp_path / "grandchild.pid"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            f" open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    job = _job("stopped", code)
+    assert job.claim()
+    runner = threading.Thread(target=job.run)
+    runner.start()
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        threading.Event().wait(0.05)
+    grandchild = int(pid_file.read_text())
+    job.stop()
+    runner.join(timeout=30)
+    for _ in range(100):  # killed: gone, or a zombie of its (killed) parent until init reaps it
+        try:
+            with open(f"/proc/{grandchild}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise AssertionError("the job's own child survived the stop")

@@ -33,7 +33,8 @@ from bench_scenes import SCENES  # noqa: E402
 
 # --no-newton: where Newton is installed it imports pxr itself, and this checks that our code does not
 CHECK = background.job("gpu_check", lambda out: [sys.executable, os.path.join(GPU, "check.py"), "--device", "cpu",
-                                                 "--tiny", "--no-newton", "--out", out], timeout=1500, cwd=ROOT)
+                                                 "--tiny", "--no-newton", "--out", out], timeout=1500, cwd=ROOT,
+                       fixture="report")
 
 
 @pytest.fixture(scope="module")

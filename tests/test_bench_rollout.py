@@ -57,7 +57,7 @@ def _tiny_run(extra):
     return lambda out: [sys.executable, BENCH, "--tiny", *extra, "--json", os.path.join(out, "tiny.json")]
 
 
-RUNS = {name: background.job(f"rollout_{name}", _tiny_run(extra), timeout=600, cwd=ROOT)
+RUNS = {name: background.job(f"rollout_{name}", _tiny_run(extra), timeout=600, cwd=ROOT, fixture="runs")
         for name, extra in (("semi_implicit", []), ("xpbd", XPBD_ARGS))}
 
 

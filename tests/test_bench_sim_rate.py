@@ -29,7 +29,8 @@ REGISTERED = {("semi_implicit", "chain"): 1e-3, ("semi_implicit", "boxes"): 1e-3
 
 RUN = background.job("sim_rate", lambda out: [
     sys.executable, SCRIPT, "--tiny", "--scenes", ",".join(SCENES), "--solvers", ",".join(SOLVERS),
-    "--json", os.path.join(out, "tiny.json")] + ([] if HAVE_MUJOCO else ["--no-mujoco"]), timeout=600, cwd=ROOT)
+    "--json", os.path.join(out, "tiny.json")] + ([] if HAVE_MUJOCO else ["--no-mujoco"]), timeout=600, cwd=ROOT,
+    fixture="doc")
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ def _positive(x) -> bool:
 RUN = background.job("worlds", lambda out: [
     sys.executable, SCRIPT, "--worlds", ",".join(map(str, WORLDS)), "--no-newton", "--repeats", "2", "--block-s",
     "0.01", "--max-steps", "4", "--warmup", "1", "--build-copies", str(COPIES), "--build-repeats", "1", "--json",
-    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT)
+    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT, fixture="report")
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ def _positive(x) -> bool:
 
 TINY_RUN = background.job("run", lambda out: [
     sys.executable, RUN, "--tiny", "--no-newton", "--solvers", ",".join(SOLVERS), "--json",
-    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT)
+    os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT, fixture="report")
 
 
 @pytest.fixture(scope="module")

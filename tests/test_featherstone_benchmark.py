@@ -24,7 +24,7 @@ SCRIPT = os.path.join(ROOT, "benchmarks", "featherstone.py")
 HAVE_REFERENCES = all(importlib.util.find_spec(m) is not None for m in ("mujoco", "pybullet_data"))
 RUN = background.job("featherstone_benchmark", lambda out: [sys.executable, SCRIPT, "--tiny", "--json",
                                                             os.path.join(out, "tiny.json")], timeout=600, cwd=ROOT,
-                     tests=() if not HAVE_REFERENCES else None)
+                     tests=() if not HAVE_REFERENCES else None, fixture="report" if HAVE_REFERENCES else None)
 
 
 @pytest.fixture(scope="module")

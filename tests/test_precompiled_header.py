@@ -55,7 +55,7 @@ def compile_new_module(tmp_path, cache, name, value, keep=True):
 
 
 def stored_headers(cache):
-    return glob.glob(os.path.join(str(cache), "*", precompiled_header.STORE, "*.pch"))
+    return glob.glob(os.path.join(str(cache), "*", precompiled_header.STORE + "_*", "*.pch"))
 
 
 def test_stored_header_is_used_as_is_and_a_damaged_one_is_replaced(tmp_path):
@@ -67,7 +67,7 @@ def test_stored_header_is_used_as_is_and_a_damaged_one_is_replaced(tmp_path):
 
     # A second process compiling another module takes the stored header: clang accepted it, or Warp would
     # have built a new one and the store would have been rewritten.
-    compile_new_module(tmp_path, cache, "second", 2.5)
+    assert "INSTALLED True" in compile_new_module(tmp_path, cache, "second", 2.5)
     assert stored_headers(cache) == [header]
     assert (os.path.getsize(header), os.stat(header).st_mtime_ns) == (size, mtime)
 
@@ -95,15 +95,18 @@ def test_publish_stores_built_headers_but_not_unchanged_copies(tmp_path):
     precompiled_header.seed(str(thread_dir), str(store))
     assert (thread_dir / "a.pch").read_bytes() == b"stored a"
 
+    (thread_dir / "cuda.pch").write_bytes(b"nvrtc")  # a CUDA compile's, earlier: not a CPU compile's to store
+    at_start = precompiled_header.headers(str(thread_dir))
     (thread_dir / "b.pch").write_bytes(b"built b")  # a header this thread's compile built
     before = os.stat(store / "a.pch").st_mtime_ns
-    precompiled_header.publish(str(thread_dir), str(store))
+    precompiled_header.publish(str(thread_dir), str(store), at_start)
     assert (store / "b.pch").read_bytes() == b"built b"
     assert os.stat(store / "a.pch").st_mtime_ns == before  # the unchanged copy is not written back
 
-    os.utime(thread_dir / "a.pch", ns=(before + 10**9, before + 10**9))  # Warp rebuilt the copied header
-    (thread_dir / "a.pch").write_bytes(b"rebuilt a")
-    precompiled_header.publish(str(thread_dir), str(store))
+    at_start = precompiled_header.headers(str(thread_dir))
+    (thread_dir / "a.pch").write_bytes(b"rebuilt a")  # Warp rebuilt the copied header
+    os.utime(thread_dir / "a.pch", ns=(before + 10**9, before + 10**9))
+    precompiled_header.publish(str(thread_dir), str(store), at_start)
     assert (store / "a.pch").read_bytes() == b"rebuilt a"
     assert sorted(p.name for p in store.iterdir()) == ["a.pch", "b.pch"]
 

@@ -106,8 +106,13 @@ def publish(pch_dir: str, store: str, before: dict | None = None) -> None:
         if name in copied and copied[name][0] == stamp:
             continue  # the stored header, used as it was
         tmp = os.path.join(store, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, os.path.join(store, name))  # atomic: readers see the old file or the new one
+        try:
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, os.path.join(store, name))  # atomic: readers see the old file or the new one
+        except OSError:
+            if os.path.exists(tmp):
+                os.remove(tmp)  # a full disk: leave no half-copied file behind
+            raise
         copied[name] = (stamp, _stamp(os.path.join(store, name)))
 
 

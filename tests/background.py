@@ -84,6 +84,17 @@ class Job:
             raise self.error
         return self.completed
 
+    def json(self, name: str):
+        """The JSON document ``name`` that the finished run wrote into its folder, after checking that it
+        exited 0 (else the assertion shows the end of what it printed)."""
+        import json
+
+        proc = self.result()
+        assert proc.returncode == 0, (f"{' '.join(map(str, proc.args[1:3]))} ({self.name}) failed:\n"
+                                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        with open(os.path.join(self.folder, name)) as f:
+            return json.load(f)
+
     def _kill(self) -> None:
         proc = self._proc
         if proc is None or proc.poll() is not None:

@@ -5,7 +5,6 @@ semi-implicit cloth, untimed, then the timed one."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -19,10 +18,7 @@ RUN = background.job("cold_start", lambda out: [sys.executable, SCRIPT, "--warm"
 
 
 def test_cold_start_figures():
-    proc = RUN.result()
-    assert proc.returncode == 0, f"benchmarks/cold_start.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(os.path.join(RUN.folder, "cold.json")) as f:
-        r = json.load(f)
+    r = RUN.json("cold.json")
     assert r["schema"] == "inertia-cold-start/1" and r["cache"] == "warm" and r["after"] == "semi_implicit"
     run = r["runs"][0]
     assert run["total_s"] >= run["import_s"] + run["build_s"] + run["first_step_s"] - 1e-6

@@ -66,11 +66,7 @@ def runs():
     """Both tiny benchmark runs (semi-implicit, XPBD); {name: (doc, stdout)}."""
     res = {}
     for name, job in RUNS.items():
-        proc = job.result()
-        assert proc.returncode == 0, (f"benchmarks/rollout.py ({name}) failed:\n{proc.stdout[-3000:]}\n"
-                                      f"{proc.stderr[-3000:]}")
-        with open(os.path.join(job.folder, "tiny.json")) as f:
-            res[name] = (json.load(f), proc.stdout)
+        res[name] = (job.json("tiny.json"), job.result().stdout)
     return res
 
 

@@ -8,7 +8,6 @@ checked, only that they are consistent: ``sim`` = steps/s x the row's step.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import sys
@@ -35,10 +34,7 @@ RUN = background.job("sim_rate", lambda out: [
 
 @pytest.fixture(scope="module")
 def doc():
-    proc = RUN.result()
-    assert proc.returncode == 0, f"sim_rate.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(os.path.join(RUN.folder, "tiny.json")) as f:
-        return json.load(f)
+    return RUN.json("tiny.json")
 
 
 def test_document_shape(doc):

@@ -11,7 +11,6 @@ ground, that world-steps/s = steps/s x num_worlds and is positive, and that the 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -56,10 +55,7 @@ RUN = background.job("worlds", lambda out: [
 
 @pytest.fixture(scope="module")
 def report():
-    proc = RUN.result()
-    assert proc.returncode == 0, f"benchmarks/worlds.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(os.path.join(RUN.folder, "tiny.json")) as f:
-        return json.load(f), proc.stdout
+    return RUN.json("tiny.json"), RUN.result().stdout
 
 
 def _row(doc, scene, solver, n):

@@ -9,7 +9,6 @@ joints, in both engines), and world-steps/s = steps/s x worlds with the ratio in
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import sys
@@ -31,10 +30,7 @@ RUN = background.job("featherstone_benchmark", lambda out: [sys.executable, SCRI
 def report():
     pytest.importorskip("mujoco")
     pytest.importorskip("pybullet_data")
-    proc = RUN.result()
-    assert proc.returncode == 0, f"benchmarks/featherstone.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    with open(os.path.join(RUN.folder, "tiny.json")) as f:
-        return json.load(f), proc.stdout
+    return RUN.json("tiny.json"), RUN.result().stdout
 
 
 def _positive(x) -> bool:

@@ -17,7 +17,8 @@ from test_featherstone_models import a1_builder
 
 def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels():
     """Without a tape the solver factors and solves with forward-only kernels (sums in local variables; an
-    articulation no contact touches takes H0's factor for H's); on a tape, with the differentiable ones
+    articulation no contact touches takes H0's factor for H's), and its contacts' forward substitution
+    z = L0^-1 J^T likewise (contacts.contact_jacobian_forward_kernel); on a tape, with the differentiable ones
     (atomic adds into scratch). Both must give the same bits: an A1 landing on its feet beside one still in
     the air (one articulation with contacts, one without), 150 steps of 1 ms each way."""
     b = a1_builder(xform=((0.0, 0.0, 0.33), (0.0, 0.0, 0.0, 1.0)))

@@ -38,7 +38,7 @@ of active contacts stays the same; which contacts exist is decided by ``model.co
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry
+from ...collision.contact_geometry import ContactGeometry, RigidContacts, rigid_contact_geometry, stored_contact_count
 from ...collision.sdf import ShapeGeometry
 from .spatial import point_velocity
 from .topology import Tree, articulation_block
@@ -111,49 +111,70 @@ def contact_on_trees(shapes: ShapeGeometry, tree: Tree, body_X: wp.array(dtype=w
     return b0, b1, a0, a1, rigid_contact_geometry(body_X, shapes, contacts, c, margin)
 
 
-@wp.kernel
-def contact_jacobian_kernel(
-    # Model:
-    shapes: ShapeGeometry,
-    tree: Tree,
-    # Data in:
-    body_X: wp.array(dtype=wp.transform),
-    art_ref: wp.array(dtype=wp.vec3),
-    dof_S: wp.array(dtype=wp.spatial_vector),
-    L0: wp.array(dtype=float),
-    contacts: RigidContacts,
-    # In:
-    margin: float,
-    max_dofs: int,
-    # Data out:
-    z_partial: wp.array(dtype=float),  # zero on entry; (contact, side, dof)
-    z: wp.array(dtype=float),  # L0^-1 J_n^T per contact side
-    inv_mass: wp.array(dtype=float),  # zero on entry; (contact, side): the diagonal of D
-    z_sum: wp.array(dtype=float),  # zero on entry; per dof: the sum of every touching contact's z
-):
-    """Pass 1 of the contacts: each touching contact's z = L0^-1 J_n^T and their sum per articulation."""
-    c = wp.tid()
-    b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
-    if g.depth <= 0.0:  # an unused slot, a contact outside every tree, or no penetration
-        return
-    x = 0.5 * (g.p0 + g.p1)
-    n = g.normal
-    # per side: z = L0^-1 J_n^T by forward substitution; inv_mass = |z|^2 (the contact's diagonal of D); z_sum += z.
-    # Written inline (not in a wp.func): Warp replays a function call in the reverse pass, atomic adds included
-    first, end = side_range(a0, a1)
-    for k in range(first, end):
-        a = wp.where(k == 0, a0, a1)
-        d0, nd, m0 = articulation_block(tree, a)
-        zb = (c * 2 + k) * max_dofs
-        r = x - art_ref[a]
-        for i in range(nd):
-            for j in range(i):
-                wp.atomic_add(z_partial, zb + i, L0[m0 + i * nd + j] * z[zb + j])
-            jn = wp.dot(n, contact_column(tree, dof_S, d0 + i, b0, b1, r))
-            zi = (jn - z_partial[zb + i]) / L0[m0 + i * nd + i]
-            z[zb + i] = zi
-            wp.atomic_add(inv_mass, c * 2 + k, zi * zi)
-            wp.atomic_add(z_sum, d0 + i, zi)
+def _contact_jacobian_kernel(taped: bool):
+    """Pass 1's kernel; ``taped``: the differentiable one (the forward substitution's sums gathered by atomic
+    adds in ``z_partial``, see :mod:`.linalg`), else its forward-only twin (sums in a local: the same float
+    additions in the same order, so the same bits; ``z_partial`` neither read nor written, nor zeroed)."""
+
+    @wp.kernel(name="contact_jacobian_kernel" if taped else "contact_jacobian_forward_kernel",
+               enable_backward=taped)
+    def contact_jacobian_kernel(
+        # Model:
+        shapes: ShapeGeometry,
+        tree: Tree,
+        # Data in:
+        body_X: wp.array(dtype=wp.transform),
+        art_ref: wp.array(dtype=wp.vec3),
+        dof_S: wp.array(dtype=wp.spatial_vector),
+        L0: wp.array(dtype=float),
+        contacts: RigidContacts,
+        # In:
+        margin: float,
+        max_dofs: int,
+        stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
+        # Data out:
+        z_partial: wp.array(dtype=float),  # zero on entry (taped only); (contact, side, dof)
+        z: wp.array(dtype=float),  # L0^-1 J_n^T per contact side
+        inv_mass: wp.array(dtype=float),  # zero on entry; (contact, side): the diagonal of D
+        z_sum: wp.array(dtype=float),  # zero on entry; per dof: the sum of every touching contact's z
+    ):
+        """Pass 1 of the contacts: each touching contact's z = L0^-1 J_n^T and their sum per articulation."""
+        thread = wp.tid()
+        for c in range(thread, stored_contact_count(contacts), stride):
+            b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
+            # skipped: a contact outside every tree, or no penetration
+            if g.depth > 0.0:
+                x = 0.5 * (g.p0 + g.p1)
+                n = g.normal
+                # per side: z = L0^-1 J_n^T by forward substitution; inv_mass = |z|^2 (the contact's diagonal of
+                # D); z_sum += z. Written inline (not in a wp.func): Warp replays a function call in the reverse
+                # pass, atomic adds included
+                first, end = side_range(a0, a1)
+                for k in range(first, end):
+                    a = wp.where(k == 0, a0, a1)
+                    d0, nd, m0 = articulation_block(tree, a)
+                    zb = (c * 2 + k) * max_dofs
+                    r = x - art_ref[a]
+                    for i in range(nd):
+                        below = float(0.0)
+                        if wp.static(taped):
+                            for j in range(i):
+                                wp.atomic_add(z_partial, zb + i, L0[m0 + i * nd + j] * z[zb + j])
+                            below = z_partial[zb + i]
+                        else:
+                            for j2 in range(i):
+                                below += L0[m0 + i * nd + j2] * z[zb + j2]
+                        jn = wp.dot(n, contact_column(tree, dof_S, d0 + i, b0, b1, r))
+                        zi = (jn - below) / L0[m0 + i * nd + i]
+                        z[zb + i] = zi
+                        wp.atomic_add(inv_mass, c * 2 + k, zi * zi)
+                        wp.atomic_add(z_sum, d0 + i, zi)
+
+    return contact_jacobian_kernel
+
+
+contact_jacobian_kernel = _contact_jacobian_kernel(True)
+contact_jacobian_forward_kernel = _contact_jacobian_kernel(False)
 
 
 @wp.kernel
@@ -181,6 +202,7 @@ def contact_force_kernel(
     max_dofs: int,
     dt: float,
     wrench_weight: float,
+    stride: int,  # threads: each takes every stride-th stored contact (rigid_contact_threads)
     # Data out:
     row_sum: wp.array(dtype=float),  # zero on entry; per contact: its row of D summed
     tau: wp.array(dtype=float),  # generalized contact forces (atomic)
@@ -188,57 +210,56 @@ def contact_force_kernel(
     body_f: wp.array(dtype=wp.spatial_vector),  # += wrench_weight x contact wrenches (force at the com, torque)
 ):
     """Pass 2: effective mass, forces, generalized forces and implicit terms of each contact (``dt`` = 0: explicit)."""
-    c = wp.tid()
-    b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
-    if g.depth <= 0.0:  # an unused slot, a contact outside every tree, or no penetration
-        return
-    s0 = contacts.shape0[c]
-    s1 = contacts.shape1[c]
-    x = 0.5 * (g.p0 + g.p1)
-    n = g.normal
-    v_rel = (side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b0, x)
-             - side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b1, x))
-    vn = wp.dot(n, v_rel)
-    vt = v_rel - n * vn
-    first, end = side_range(a0, a1)
-    for k in range(first, end):  # this contact's row of D summed over every touching contact: z . z_sum
-        a = wp.where(k == 0, a0, a1)
-        d0 = tree.art_dof_start[a]
-        zb = (c * 2 + k) * max_dofs
-        for i in range(tree.art_dof_start[a + 1] - d0):
-            wp.atomic_add(row_sum, c, z[zb + i] * z_sum[d0 + i])
-    # the contact's share of the mass it moves: its row of D summed over the touching contacts (its own
-    # diagonal when the others pull the other way)
-    w = wp.max(row_sum[c], inv_mass[c * 2] + inv_mass[c * 2 + 1])
-    if w <= 0.0:  # two bodies welded together in one tree: the contact moves nothing
-        return
-    m_eff = 1.0 / w
-    k_n = m_eff / (timeconst * dampratio * timeconst * dampratio)
-    b_n = 2.0 * m_eff / timeconst
-    f_n = k_n * g.depth - (b_n + dt * k_n) * vn
-    if f_n <= 0.0:  # separating faster than the spring pushes: no force this step
-        return
-    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
-    c_t = mu * f_n / wp.sqrt(wp.dot(vt, vt) + friction_eps * friction_eps)
-    force = n * f_n - vt * c_t  # on body 0 at x; its opposite on body 1
-    damping_n = dt * (b_n + dt * k_n)
-    damping_t = dt * c_t
-    for k2 in range(first, end):  # tau += J^T force, H += damping_n J_n^T J_n + damping_t J_t^T J_t
-        a2 = wp.where(k2 == 0, a0, a1)
-        e0, ne, n0 = articulation_block(tree, a2)
-        r2 = x - art_ref[a2]
-        for ri in range(ne):
-            col_r = contact_column(tree, dof_S, e0 + ri, b0, b1, r2)
-            wp.atomic_add(tau, e0 + ri, wp.dot(col_r, force))
-            jn_r = wp.dot(n, col_r)
-            for ci in range(ne):
-                col_c = contact_column(tree, dof_S, e0 + ci, b0, b1, r2)
-                jn_c = wp.dot(n, col_c)
-                wp.atomic_add(H, n0 + ri * ne + ci,
-                              damping_n * jn_r * jn_c + damping_t * (wp.dot(col_r, col_c) - jn_r * jn_c))
-    if a0 >= 0:
-        com0 = wp.transform_point(body_X[b0], body_com[b0])
-        wp.atomic_add(body_f, b0, wrench_weight * wp.spatial_vector(force, wp.cross(x - com0, force)))
-    if a1 >= 0:
-        com1 = wp.transform_point(body_X[b1], body_com[b1])
-        wp.atomic_sub(body_f, b1, wrench_weight * wp.spatial_vector(force, wp.cross(x - com1, force)))
+    thread = wp.tid()
+    for c in range(thread, stored_contact_count(contacts), stride):
+        b0, b1, a0, a1, g = contact_on_trees(shapes, tree, body_X, contacts, c, margin)
+        if g.depth > 0.0:  # else a contact outside every tree, or no penetration
+            s0 = contacts.shape0[c]
+            s1 = contacts.shape1[c]
+            x = 0.5 * (g.p0 + g.p1)
+            n = g.normal
+            v_rel = (side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b0, x)
+                     - side_velocity(tree, art_ref, body_v, body_X, body_qd_in, body_com, b1, x))
+            vn = wp.dot(n, v_rel)
+            vt = v_rel - n * vn
+            first, end = side_range(a0, a1)
+            for k in range(first, end):  # this contact's row of D summed over every touching contact: z . z_sum
+                a = wp.where(k == 0, a0, a1)
+                d0 = tree.art_dof_start[a]
+                zb = (c * 2 + k) * max_dofs
+                for i in range(tree.art_dof_start[a + 1] - d0):
+                    wp.atomic_add(row_sum, c, z[zb + i] * z_sum[d0 + i])
+            # the contact's share of the mass it moves: its row of D summed over the touching contacts (its own
+            # diagonal when the others pull the other way); w <= 0: two bodies welded together in one tree, the
+            # contact moves nothing
+            w = wp.max(row_sum[c], inv_mass[c * 2] + inv_mass[c * 2 + 1])
+            if w > 0.0:
+                m_eff = 1.0 / w
+                k_n = m_eff / (timeconst * dampratio * timeconst * dampratio)
+                b_n = 2.0 * m_eff / timeconst
+                f_n = k_n * g.depth - (b_n + dt * k_n) * vn
+                if f_n > 0.0:  # else separating faster than the spring pushes: no force this step
+                    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+                    c_t = mu * f_n / wp.sqrt(wp.dot(vt, vt) + friction_eps * friction_eps)
+                    force = n * f_n - vt * c_t  # on body 0 at x; its opposite on body 1
+                    damping_n = dt * (b_n + dt * k_n)
+                    damping_t = dt * c_t
+                    for k2 in range(first, end):  # tau += J^T force, H += damping_n J_n^T J_n + damping_t J_t^T J_t
+                        a2 = wp.where(k2 == 0, a0, a1)
+                        e0, ne, n0 = articulation_block(tree, a2)
+                        r2 = x - art_ref[a2]
+                        for ri in range(ne):
+                            col_r = contact_column(tree, dof_S, e0 + ri, b0, b1, r2)
+                            wp.atomic_add(tau, e0 + ri, wp.dot(col_r, force))
+                            jn_r = wp.dot(n, col_r)
+                            for ci in range(ne):
+                                col_c = contact_column(tree, dof_S, e0 + ci, b0, b1, r2)
+                                jn_c = wp.dot(n, col_c)
+                                tangential = wp.dot(col_r, col_c) - jn_r * jn_c
+                                wp.atomic_add(H, n0 + ri * ne + ci, damping_n * jn_r * jn_c + damping_t * tangential)
+                    if a0 >= 0:
+                        com0 = wp.transform_point(body_X[b0], body_com[b0])
+                        wp.atomic_add(body_f, b0, wrench_weight * wp.spatial_vector(force, wp.cross(x - com0, force)))
+                    if a1 >= 0:
+                        com1 = wp.transform_point(body_X[b1], body_com[b1])
+                        wp.atomic_sub(body_f, b1, wrench_weight * wp.spatial_vector(force, wp.cross(x - com1, force)))

@@ -48,6 +48,7 @@ from ...collision.sdf import shape_geometry
 from ...diagnostics import StabilityWarning, warn
 from ...kinematics import joint_topology
 from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
+from ..forces.contact_sides import rigid_contact_threads
 from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
 from . import dynamics, kinematics, linalg
@@ -378,15 +379,22 @@ class FeatherstoneSolver(SolverBase):
         lists = [rigid_contacts(contacts)]  # the kernel structs of the contact lists and the shapes (kernel_args)
         shapes = [shape_geometry(model)]
         max_dofs = max(topo.max_dofs, 1)
-        wp.launch(contact_stage.contact_jacobian_kernel, dim=contacts.rigid_contact_max,
+        # on a CPU one thread loops over the contacts found, not one per slot of the capacity (the chain's 2,304
+        # mostly empty slots; rigid_contact_threads)
+        threads = rigid_contact_threads(dev, contacts.rigid_contact_max)
+        if threads == 0:
+            return
+        jacobian = (contact_stage.contact_jacobian_forward_kernel if linalg.forward_only(dev)
+                    else contact_stage.contact_jacobian_kernel)
+        wp.launch(jacobian, dim=threads,
                   inputs=[*shapes, topo.tree, stage.body_X, stage.art_ref, stage.dof_S, stage.L0, *lists,
-                          model.rigid_contact_margin, max_dofs],
+                          model.rigid_contact_margin, max_dofs, threads],
                   outputs=[stage.z_partial, stage.z, stage.inv_mass, stage.z_sum], device=dev)
-        wp.launch(contact_stage.contact_force_kernel, dim=contacts.rigid_contact_max,
+        wp.launch(contact_stage.contact_force_kernel, dim=threads,
                   inputs=[*shapes, model.shape_material_mu, model.body_com, topo.tree, stage.body_X, stage.body_v,
                           state_in.body_qd, stage.art_ref, stage.dof_S, stage.z, stage.inv_mass, stage.z_sum, *lists,
                           model.rigid_contact_margin, self.contact_timeconst, self.contact_dampratio,
-                          self.friction_smoothing, max_dofs, dt, wrench_weight],
+                          self.friction_smoothing, max_dofs, dt, wrench_weight, threads],
                   outputs=[stage.row_sum, stage.tau_contact, stage.H, state_out.body_f], device=dev)
 
 

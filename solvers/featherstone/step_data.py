@@ -32,11 +32,11 @@ _STAGE_CONTACT = (
     ("z_partial", float, "zdof"), ("inv_mass", float, "side"), ("z_sum", float, "dof"), ("row_sum", float, "contact"),
 )
 _STAGE_ZERO = ("body_Ic", "body_fsub", "tau_contact")
-_STAGE_CONTACT_ZERO = ("z_partial", "inv_mass", "z_sum", "row_sum")
+_STAGE_CONTACT_ZERO = ("inv_mass", "z_sum", "row_sum")
 # zeroed only for the taped kernels: the forward-only twins a CPU step runs off the tape (linalg.forward_only)
 # sum in locals and never touch these (each memset is a graph node: 7 of them were a fifth of a 7-DoF arm's step)
 _STAGE_TAPED_ZERO = ("partial0", "partial_y", "partial_x")
-_STAGE_CONTACT_TAPED_ZERO = ("partial",)
+_STAGE_CONTACT_TAPED_ZERO = ("partial", "z_partial")
 # the step's own: gathered input, result, the output's twists (scratch of the body outputs), the external
 # wrench on each body (the Control's plus the particles' contact reactions; :mod:`.particles`)
 _STEP = (("q", float, "coord"), ("qd", float, "dof"), ("q_next", float, "coord"), ("qd_next", float, "dof"),

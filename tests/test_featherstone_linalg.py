@@ -47,8 +47,9 @@ def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels():
 
 @pytest.mark.filterwarnings("ignore::inertia.StabilityWarning")  # the zero pose is outside the calves' limits
 def test_forward_only_velocity_limits_are_bitwise_the_taped_kernels():
-    """The velocity limits' impulses: without a tape one forward-only launch (dynamics.rate_limit_forward_kernel:
-    system, factor and solve, sums in locals), on a tape the differentiable kernels. The same bits through the
+    """The velocity limits' impulses: without a tape in the step's forward-only solve launch
+    (dynamics.solve_forward_kernel: after the step's own factor and solve, the limits' system, factor and solve,
+    sums in locals), on a tape the differentiable kernels. The same bits through the
     A1's knee snap from its zero pose (thighs and knees held at their velocity limits for 30 steps), with
     both integrators (RK4's impulses solve with M(q_n) at the step's end)."""
     model = a1_builder().finalize(device=DEVICE, requires_grad=True)

@@ -35,7 +35,7 @@ from ...autodiff.backward_code import on_demand
 from ...kinematics import JointTopology
 from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from .kinematics import dof_count, integrate_coordinates
-from .linalg import factor_block, solve_block
+from .linalg import factor_block, factor_or_reuse_block, solve_block
 from .topology import Tree, articulation_block
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -268,29 +268,15 @@ def rate_limit_kernel(
         rhs[d0 + i] = wp.where(ei != 0.0, ei, -coupling[d0 + i])
 
 
-@wp.kernel(enable_backward=False)
-def rate_limit_forward_kernel(
-    # Model:
-    joint_velocity_limit: wp.array(dtype=float),
-    tree: Tree,
-    # Data in:
-    H: wp.array(dtype=float),
-    qd: wp.array(dtype=float),
-    dv: wp.array(dtype=float),
-    zero: wp.array(dtype=float),  # zeros (a dof's worth): the solve's other right-hand sides
-    # In:
-    h_v: float,
-    # Data out:
-    H_free: wp.array(dtype=float),
-    L: wp.array(dtype=float),
-    y: wp.array(dtype=float),
-    x: wp.array(dtype=float),
-):
-    """:func:`rate_limit_kernel`, then :mod:`.linalg`'s factor and solve of its system, in one launch without an
-    adjoint (a CPU step off the tape; the same bits, sums in local variables): an articulation with no rate
-    beyond a limit writes x = 0 (what the solve of a zero right-hand side gives) and skips the rest."""
-    a = wp.tid()
-    d0, n, m0 = articulation_block(tree, a)
+@wp.func
+def rate_limit_block(joint_velocity_limit: wp.array(dtype=float), tree: Tree, H: wp.array(dtype=float),
+                     qd: wp.array(dtype=float), dv: wp.array(dtype=float), zero: wp.array(dtype=float), h_v: float,
+                     d0: int, n: int, m0: int, H_free: wp.array(dtype=float), L: wp.array(dtype=float),
+                     y: wp.array(dtype=float), x: wp.array(dtype=float)):
+    """:func:`rate_limit_kernel`, then :mod:`.linalg`'s factor and solve of its system, for the articulation whose
+    dofs start at ``d0`` (``n`` of them, matrix block at ``m0``) without an adjoint (sums in local variables: the
+    same bits): an articulation with no rate beyond a limit writes x = 0 (what the solve of a zero right-hand
+    side gives) and skips the rest."""
     beyond = int(0)
     for d in range(n):
         if rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + d) != 0.0:
@@ -298,22 +284,65 @@ def rate_limit_forward_kernel(
     if beyond == 0:
         for d2 in range(n):
             x[d0 + d2] = 0.0
-        return
-    for i in range(n):  # the system, and its right-hand side (into x until the solve)
-        ei = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + i)
-        coupling = float(0.0)
-        for k in range(n):
-            e = m0 + i * n + k
-            ek = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + k)
-            if ei != 0.0 or ek != 0.0:
-                H_free[e] = wp.where(i == k, 1.0, 0.0)
-                if ei == 0.0:
-                    coupling += H[e] * ek
-            else:
-                H_free[e] = H[e]
-        x[d0 + i] = wp.where(ei != 0.0, ei, -coupling)
-    factor_block(H_free, m0, n, L)
-    solve_block(L, m0, n, d0, x, zero, zero, 1.0, y, x)  # b = 1 (rhs + 0 - 0), as linalg.solve on the tape
+    else:
+        for i in range(n):  # the system, and its right-hand side (into x until the solve)
+            ei = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + i)
+            coupling = float(0.0)
+            for k in range(n):
+                e = m0 + i * n + k
+                ek = rate_excess(joint_velocity_limit, tree, qd, dv, h_v, d0 + k)
+                if ei != 0.0 or ek != 0.0:
+                    H_free[e] = wp.where(i == k, 1.0, 0.0)
+                    if ei == 0.0:
+                        coupling += H[e] * ek
+                else:
+                    H_free[e] = H[e]
+            x[d0 + i] = wp.where(ei != 0.0, ei, -coupling)
+        factor_block(H_free, m0, n, L)
+        solve_block(L, m0, n, d0, x, zero, zero, 1.0, y, x)  # b = 1 (rhs + 0 - 0), as linalg.solve on the tape
+
+
+@wp.kernel(enable_backward=False)
+def solve_forward_kernel(
+    # Model:
+    joint_velocity_limit: wp.array(dtype=float),
+    tree: Tree,
+    # Data in:
+    A: wp.array(dtype=float),
+    A0: wp.array(dtype=float),
+    L0: wp.array(dtype=float),
+    b_joint: wp.array(dtype=float),
+    b_contact: wp.array(dtype=float),
+    b_bias: wp.array(dtype=float),
+    H_limits: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    limit_zero: wp.array(dtype=float),
+    # In:
+    reuse: int,
+    dt: float,
+    rate_limits: int,
+    h_v: float,
+    # Data out:
+    L: wp.array(dtype=float),
+    y: wp.array(dtype=float),
+    dqd: wp.array(dtype=float),
+    limit_H: wp.array(dtype=float),
+    limit_L: wp.array(dtype=float),
+    limit_y: wp.array(dtype=float),
+    limit_dqd: wp.array(dtype=float),
+):
+    """A CPU step's solve off the tape, in one launch per articulation (the forward-only twins of
+    ``linalg.factor``, ``linalg.solve`` and the velocity limits: the same bits): L L^T = A (L0's factor where
+    ``reuse`` and no contact changed A0's block), dqd = (L L^T)^-1 dt (b_joint + b_contact - b_bias), then with
+    ``rate_limits`` the limits' rate change for the rates qd + h_v dqd (:func:`rate_limit_block`, with
+    ``H_limits``: the matrix that gave dqd, or M(q_n) in an RK4 stage)."""
+    a = wp.tid()
+    d0, n, m0 = articulation_block(tree, a)
+    factor_or_reuse_block(A, A0, L0, reuse, m0, n, L)
+    solve_block(L, m0, n, d0, b_joint, b_contact, b_bias, dt, y, dqd)
+    if rate_limits != 0:
+        rate_limit_block(joint_velocity_limit, tree, H_limits, qd, dqd, limit_zero, h_v, d0, n, m0, limit_H, limit_L,
+                         limit_y, limit_dqd)
 
 
 @wp.kernel

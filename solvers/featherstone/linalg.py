@@ -18,8 +18,9 @@ Left-looking (Cholesky-Crout) order: column j of L needs only the columns before
 not positive (a matrix that is not positive definite) gives NaN, which the solver's finite checks name.
 
 The atomic adds cost: on a CPU, a 32-dof chain's factor took 23 us in them. So on a CPU, while no
-``wp.Tape`` records, :func:`factor` and :func:`solve` launch forward-only twins that sum in a local
-variable: the same float additions in the same order (0 + t_0 + t_1 + ...), so the same bits
+``wp.Tape`` records, the step factors and solves with forward-only twins that sum in a local variable
+(:func:`factor`'s, and ``dynamics.solve_forward_kernel``: the last factor, the solve and the velocity
+limits in one launch): the same float additions in the same order (0 + t_0 + t_1 + ...), so the same bits
 (tests/test_featherstone_linalg.py checks), 2x faster; a recorded step takes the differentiable kernels.
 CPU only: Warp's CPU compiler contracts a multiply-add only within one source expression, and Warp's
 generated code keeps the product and the sum apart, while CUDA (``fuse_fp``, on by default) may fuse a
@@ -95,7 +96,7 @@ def cholesky_solve_kernel(
 @wp.func
 def factor_block(A: wp.array(dtype=float), m0: int, n: int, L: wp.array(dtype=float)):
     """L L^T = A of the n x n block at ``m0``, the sums in local variables: the forward-only twins' factor
-    (:func:`cholesky_forward_kernel`, ``dynamics.rate_limit_forward_kernel``); no adjoint (see above)."""
+    (:func:`cholesky_forward_kernel`, ``dynamics.solve_forward_kernel``); no adjoint (see above)."""
     for j in range(n):
         jj = m0 + j * n + j
         diagonal = float(0.0)
@@ -115,7 +116,8 @@ def solve_block(L: wp.array(dtype=float), m0: int, n: int, d0: int, b_joint: wp.
                 b_contact: wp.array(dtype=float), b_bias: wp.array(dtype=float), dt: float,
                 y: wp.array(dtype=float), x: wp.array(dtype=float)):
     """x = (L L^T)^-1 dt (b_joint + b_contact - b_bias) of the block at (``m0``, ``d0``), the sums in local
-    variables (the forward-only twins' solve). ``b_joint`` may be ``x`` itself: it is read before x is written."""
+    variables (``dynamics.solve_forward_kernel``). ``b_joint`` may be ``x`` itself: it is read before x is
+    written."""
     for i in range(n):
         forward = float(0.0)
         for k in range(i):
@@ -128,6 +130,24 @@ def solve_block(L: wp.array(dtype=float), m0: int, n: int, d0: int, b_joint: wp.
         for k2 in range(i2 + 1, n):
             backward += L[m0 + k2 * n + i2] * x[d0 + k2]
         x[d0 + i2] = (y[d0 + i2] - backward) / L[m0 + i2 * n + i2]
+
+
+@wp.func
+def factor_or_reuse_block(A: wp.array(dtype=float), A0: wp.array(dtype=float), L0: wp.array(dtype=float),
+                          reuse: int, m0: int, n: int, L: wp.array(dtype=float)):
+    """:func:`factor_block` of A's block at ``m0``, or with ``reuse`` != 0, L0's where A's block equals A0's entry
+    for entry (no contact touched it: the same bits as factoring it again, in n^2 reads instead of n^3 / 6
+    multiply-adds)."""
+    same = int(reuse != 0)
+    if same != 0:
+        for e in range(n * n):
+            if A[m0 + e] != A0[m0 + e]:
+                same = 0
+    if same != 0:
+        for e2 in range(n * n):
+            L[m0 + e2] = L0[m0 + e2]
+    else:
+        factor_block(A, m0, n, L)
 
 
 @wp.kernel(enable_backward=False)
@@ -143,43 +163,11 @@ def cholesky_forward_kernel(
     # Data out:
     L: wp.array(dtype=float),
 ):
-    """:func:`cholesky_kernel` without its adjoint: the sums in local variables (the same bits).
-
-    ``reuse``: where an articulation's block of A equals A0's entry for entry (no contact touched it), its
-    factor is L0's (the same bits as factoring it again, in n^2 reads instead of n^3 / 6 multiply-adds)."""
+    """:func:`cholesky_kernel` without its adjoint: the sums in local variables (the same bits), reusing L0 where
+    ``reuse`` and A's block is A0's (:func:`factor_or_reuse_block`)."""
     a = wp.tid()
     d0, n, m0 = articulation_block(tree, a)
-    if reuse != 0:
-        same = int(1)
-        for e in range(n * n):
-            if A[m0 + e] != A0[m0 + e]:
-                same = 0
-        if same != 0:
-            for e2 in range(n * n):
-                L[m0 + e2] = L0[m0 + e2]
-            return
-    factor_block(A, m0, n, L)
-
-
-@wp.kernel(enable_backward=False)
-def cholesky_solve_forward_kernel(
-    # Model:
-    tree: Tree,
-    # Data in:
-    L: wp.array(dtype=float),
-    b_joint: wp.array(dtype=float),
-    b_contact: wp.array(dtype=float),
-    b_bias: wp.array(dtype=float),
-    # In:
-    dt: float,
-    # Data out:
-    y: wp.array(dtype=float),
-    x: wp.array(dtype=float),
-):
-    """:func:`cholesky_solve_kernel` without its adjoint: the sums in local variables (the same bits)."""
-    a = wp.tid()
-    d0, n, m0 = articulation_block(tree, a)
-    solve_block(L, m0, n, d0, b_joint, b_contact, b_bias, dt, y, x)
+    factor_or_reuse_block(A, A0, L0, reuse, m0, n, L)
 
 
 def forward_only(device) -> bool:
@@ -205,11 +193,8 @@ def factor(topology, A, partial, L, A0=None, L0=None) -> None:
 
 def solve(topology, L, b_joint, b_contact, b_bias, dt: float, partial_y, y, partial_x, x) -> None:
     """Stage: x = (L L^T)^-1 dt (b_joint + b_contact - b_bias) for every articulation (``partial_*`` must be
-    zero; used only on a tape or a GPU)."""
-    if forward_only(L.device):
-        wp.launch(cholesky_solve_forward_kernel, dim=topology.articulation_count,
-                  inputs=[topology.tree, L, b_joint, b_contact, b_bias, dt], outputs=[y, x], device=L.device)
-        return
+    zero), with the differentiable kernel (a CPU step off the tape solves in ``dynamics.solve_forward_kernel``,
+    its factor and velocity limits in the same launch)."""
     wp.launch(cholesky_solve_kernel, dim=topology.articulation_count,
               inputs=[topology.tree, L, b_joint, b_contact, b_bias, dt], outputs=[partial_y, y, partial_x, x],
               device=L.device)

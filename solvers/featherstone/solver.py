@@ -260,8 +260,9 @@ class FeatherstoneSolver(SolverBase):
         self._gather(state_in, data.q, data.qd)
         if self.integrator == "euler":
             stage = data.stages[0]
-            self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0)
-            self._rate_limits(stage, stage.H if stage.with_contacts else stage.H0, data.qd, stage.dqd, 1.0)
+            # the velocity limits act on qd_n + dqd, with the matrix that gave dqd
+            self._evaluate(stage, data.q, data.qd, controls, contacts, state_in, state_out, dt, dt, 1.0,
+                           (stage.H if stage.with_contacts else stage.H0, data.qd, 1.0))
             self._advance(data.q, data.qd, stage.dqd, stage.dqd, 1.0, dt, True, data.q_next, data.qd_next,
                           rate_impulse=stage)
         else:
@@ -288,16 +289,15 @@ class FeatherstoneSolver(SolverBase):
         snap at dt 0.25 ms.)"""
         q, qd, st = data.q, data.qd, data.stages
         weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)  # of each stage's contact wrenches in body_f
-        self._evaluate(st[0], q, qd, controls, contacts, state_in, state_out, 0.0, 1.0, weights[0])
-        self._rate_limits(st[0], st[0].H0, qd, st[0].dqd, dt)
+        self._evaluate(st[0], q, qd, controls, contacts, state_in, state_out, 0.0, 1.0, weights[0], (st[0].H0, qd, dt))
         velocities = [qd]
         for k, h in enumerate((0.5 * dt, 0.5 * dt, dt)):
             qk, qdk = data.stage_qs[k], data.stage_qds[k]
             # stage k + 2: q_n (+) h v_(k+1), qd_n + h a_(k+1)
             self._advance(q, qd, st[k].dqd, velocities[k], h, h, False, qk, qdk, clamp=False, rate_impulse=st[k],
                           impulse_scale=h / dt)
-            self._evaluate(st[k + 1], qk, qdk, controls, contacts, state_in, state_out, 0.0, 1.0, weights[k + 1])
-            self._rate_limits(st[k + 1], st[k + 1].H0, qd, st[k + 1].dqd, dt)
+            self._evaluate(st[k + 1], qk, qdk, controls, contacts, state_in, state_out, 0.0, 1.0, weights[k + 1],
+                           (st[k + 1].H0, qd, dt))
             velocities.append(qdk)
         limited = [(s.limit_dqd if self.rate_limits else s.dqd) for s in st]
         wp.launch(dynamics.rk4_combine_kernel, dim=self.topology.dof_count,
@@ -307,16 +307,12 @@ class FeatherstoneSolver(SolverBase):
 
     def _rate_limits(self, data, H, qd, dv, h_v: float) -> None:
         """data.limit_dqd (a StageData's): the rate change of the velocity limits' joint impulses where qd + h_v dv
-        exceeds them (``H``: the matrix that gave dv; :func:`.dynamics.rate_limit_kernel`)."""
+        exceeds them (``H``: the matrix that gave dv; :func:`.dynamics.rate_limit_kernel`), with the
+        differentiable kernels (off the tape on a CPU, ``dynamics.solve_forward_kernel`` does this in the
+        solve's launch)."""
         if not self.rate_limits:
             return
         m, topo = self.model, self.topology
-        if linalg.forward_only(m.device):  # one launch, sums in locals (as linalg's twins)
-            wp.launch(dynamics.rate_limit_forward_kernel, dim=topo.articulation_count,
-                      inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, data.limit_zero, h_v],
-                      outputs=[data.limit_H, data.limit_L, data.limit_y, data.limit_dqd], device=m.device)
-            self._check("velocity limits", limit_dqd=data.limit_dqd)
-            return
         wp.launch(dynamics.rate_limit_kernel, dim=topo.articulation_count,
                   inputs=[m.joint_velocity_limit, topo.tree, H, qd, dv, h_v],
                   outputs=[data.limit_coupling, data.limit_H, data.limit_rhs], device=m.device)
@@ -338,8 +334,9 @@ class FeatherstoneSolver(SolverBase):
                   outputs=[q_out, qd_out], device=m.device)
 
     def _evaluate(self, stage, q, qd, controls, contacts, state_in, state_out, implicit_dt: float, solve_dt: float,
-                  wrench_weight: float) -> None:
-        """One evaluation of the dynamics at (q, qd) into ``stage``: stage.dqd = (H)^-1 solve_dt (tau - C).
+                  wrench_weight: float, limits: tuple) -> None:
+        """One evaluation of the dynamics at (q, qd) into ``stage``: stage.dqd = (H)^-1 solve_dt (tau - C), then the
+        velocity limits' rate change (:meth:`_rate_limits`) with ``limits`` = (the matrix, the rates, h_v).
 
         ``implicit_dt``: the dt of the implicit terms (0: every force explicit, H = M + armature, as RK4 needs).
         """
@@ -363,16 +360,37 @@ class FeatherstoneSolver(SolverBase):
                   inputs=[topo.tree, stage.body_I, stage.body_fb, stage.dof_S, stage.diag, int(with_contacts)],
                   outputs=[stage.body_Ic, stage.body_fsub, stage.bias, stage.H0, stage.H if with_contacts else stage.H0],
                   device=dev)
-        linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
-        self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
-        L = stage.L0
+        fused = linalg.forward_only(dev)  # the last factor, the solve and the velocity limits in one launch
+        if with_contacts or not fused:
+            linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
+            self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
+        A, L = stage.H0, stage.L0
         if with_contacts:
             self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
-            linalg.factor(topo, stage.H, stage.partial, stage.L, stage.H0, stage.L0)  # L0 where no contact touched
+            A, L = stage.H, stage.L
+            if not fused:
+                linalg.factor(topo, stage.H, stage.partial, stage.L)
+        if not fused:
+            if with_contacts:
+                self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
+            linalg.solve(topo, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt, stage.partial_y, stage.y,
+                         stage.partial_x, stage.dqd)
+            self._rate_limits(stage, *limits[:2], stage.dqd, limits[2])
+            return
+        H_limits, limit_qd, h_v = limits
+        rate = self.rate_limits
+        wp.launch(dynamics.solve_forward_kernel, dim=topo.articulation_count,
+                  inputs=[model.joint_velocity_limit, topo.tree, A, stage.H0, stage.L0, stage.tau_joint,
+                          stage.tau_contact, stage.bias, H_limits, limit_qd,
+                          stage.limit_zero if rate else stage.dqd, int(with_contacts), solve_dt, int(rate), h_v],
+                  outputs=[L, stage.y, stage.dqd, *((stage.limit_H, stage.limit_L, stage.limit_y, stage.limit_dqd)
+                                                      if rate else (stage.dqd,) * 4)], device=dev)
+        if with_contacts:
             self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
-            L = stage.L
-        linalg.solve(topo, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt, stage.partial_y, stage.y,
-                     stage.partial_x, stage.dqd)
+        else:
+            self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
+        if rate:
+            self._check("velocity limits", limit_H=stage.limit_H, limit_dqd=stage.limit_dqd)
 
     def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
         model, topo, dev = self.model, self.topology, self.model.device

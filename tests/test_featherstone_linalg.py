@@ -15,34 +15,44 @@ from test_featherstone import no_limits
 from test_featherstone_models import a1_builder
 
 
-def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels():
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_forward_only_factor_and_solve_are_bitwise_the_taped_kernels(integrator):
     """Without a tape the solver factors and solves with forward-only kernels (sums in local variables; an
-    articulation no contact touches takes H0's factor for H's), and its contacts' forward substitution
+    articulation no contact touches takes H0's factor for H's; the last factor, the solve and the velocity
+    limits in one launch, dynamics.solve_forward_kernel), and its contacts' forward substitution
     z = L0^-1 J^T likewise (contacts.contact_jacobian_forward_kernel); on a tape, with the differentiable ones
-    (atomic adds into scratch). Both must give the same bits: an A1 landing on its feet beside one still in
-    the air (one articulation with contacts, one without), 150 steps of 1 ms each way."""
+    (atomic adds into scratch). Both must give the same bits, and so must ``check_finite=True`` (its checks
+    between the stages read what they write): an A1 landing on its feet beside one still in the air (one
+    articulation with contacts, one without), its joints' velocity limits lowered to 1.5 rad/s so that the
+    landing holds some at them, 150 steps of 1 ms each way, with either integrator (RK4 factors the contacts'
+    matrix and applies the limits with M(q_n))."""
     b = a1_builder(xform=((0.0, 0.0, 0.33), (0.0, 0.0, 0.0, 1.0)))
     a1_builder(b, xform=((1.5, 0.0, 2.0), (0.0, 0.0, 0.0, 1.0)))
     no_limits(b)  # the URDF's zero pose is outside the calves' limits
+    b.joint_velocity_limit[:] = [min(v, 1.5) for v in b.joint_velocity_limit]  # the free bases' stay infinite
     b.add_ground_plane()
     model = b.finalize(device=DEVICE, requires_grad=True)  # the twins run on a CPU only (linalg's docstring)
+    limit = model.joint_velocity_limit.numpy()
     runs = []
-    for taped in (False, True):
-        solver = inertia.FeatherstoneSolver(model)
+    for taped, checked in ((False, False), (True, False), (False, True)):
+        solver = inertia.FeatherstoneSolver(model, integrator=integrator, check_finite=checked)
         contacts = model.contacts()
         states = [model.state() for _ in range(151)]  # a recorded step needs a State of its own
-        touching = []
+        touching, held = [], 0
         with wp.Tape() if taped else contextlib.nullcontext():
             for i in range(150):
                 model.collide(states[i], contacts)
                 touching.append(int(contacts.rigid_contact_count.numpy()[0]))
                 solver.step(states[i], states[i + 1], None, contacts, 1e-3)
+                held = max(held, int(np.isclose(np.abs(states[i + 1].joint_qd.numpy()), limit).sum()))
         runs.append((states[-1].joint_q.numpy().copy(), states[-1].joint_qd.numpy().copy(), touching))
         heights = states[-1].body_q.numpy()[:, 2]
+        assert held >= 1, (taped, checked)  # some joint at its velocity limit
     assert max(runs[0][2]) > 0  # the first robot's feet touched the ground
     assert heights[model.body_count // 2:].min() > 1.5  # the second never came near it
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    for other in runs[1:]:
+        np.testing.assert_array_equal(runs[0][0], other[0])
+        np.testing.assert_array_equal(runs[0][1], other[1])
 
 
 @pytest.mark.filterwarnings("ignore::inertia.StabilityWarning")  # the zero pose is outside the calves' limits

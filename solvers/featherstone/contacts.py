@@ -101,10 +101,8 @@ def contact_sides(shape_body: wp.array(dtype=wp.int32), tree: Tree, s0: int, s1:
 @wp.func
 def contact_on_trees(shapes: ShapeGeometry, tree: Tree, body_X: wp.array(dtype=wp.transform),
                      contacts: RigidContacts, c: int, margin: float):
-    """(body 0, body 1, their articulations, geometry) of contact slot ``c``, as both passes read it; the
-    geometry's depth is 0 (the passes skip the slot) when the slot is unused or touches no tree."""
-    if c >= contacts.count[0]:
-        return -1, -1, -1, -1, ContactGeometry()
+    """(body 0, body 1, their articulations, geometry) of stored contact ``c`` (< ``stored_contact_count``), as
+    both passes read it; the geometry's depth is 0 (the passes skip the contact) when it touches no tree."""
     b0, b1, a0, a1 = contact_sides(shapes.body, tree, contacts.shape0[c], contacts.shape1[c])
     if a0 < 0 and a1 < 0:
         return b0, b1, a0, a1, ContactGeometry()

@@ -389,8 +389,8 @@ class FeatherstoneSolver(SolverBase):
             self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
         else:
             self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
-        if rate:
-            self._check("velocity limits", limit_H=stage.limit_H, limit_dqd=stage.limit_dqd)
+        if rate:  # (limit_H: written only where a rate is beyond its limit, so not checked here)
+            self._check("velocity limits", limit_dqd=stage.limit_dqd)
 
     def _contacts(self, stage, contacts, state_in, state_out, dt: float, wrench_weight: float) -> None:
         model, topo, dev = self.model, self.topology, self.model.device

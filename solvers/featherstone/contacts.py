@@ -47,13 +47,19 @@ on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
 @wp.func
-def dof_point_velocity(tree: Tree, dof_S: wp.array(dtype=wp.spatial_vector), d: int, b: int, r: wp.vec3):
-    """Velocity of body ``b``'s point at ``r`` (relative to p_ref) per unit rate of dof ``d`` (0 off its path)."""
+def dof_moves_body(tree: Tree, d: int, b: int):
+    """Whether dof ``d`` is on the path from its tree's root to body ``b`` (-1: the world, never)."""
     if b < 0:
-        return wp.vec3(0.0)
+        return False
     sb = tree.body_slot[b]
     sd = tree.dof_slot[d]
-    if sb >= sd and sb < tree.slot_end[sd]:
+    return sb >= sd and sb < tree.slot_end[sd]
+
+
+@wp.func
+def dof_point_velocity(tree: Tree, dof_S: wp.array(dtype=wp.spatial_vector), d: int, b: int, r: wp.vec3):
+    """Velocity of body ``b``'s point at ``r`` (relative to p_ref) per unit rate of dof ``d`` (0 off its path)."""
+    if dof_moves_body(tree, d, b):
         return point_velocity(dof_S[d], r)
     return wp.vec3(0.0)
 
@@ -249,12 +255,21 @@ def contact_force_kernel(
                         for ri in range(ne):
                             col_r = contact_column(tree, dof_S, e0 + ri, b0, b1, r2)
                             wp.atomic_add(tau, e0 + ri, wp.dot(col_r, force))
-                            jn_r = wp.dot(n, col_r)
-                            for ci in range(ne):
-                                col_c = contact_column(tree, dof_S, e0 + ci, b0, b1, r2)
-                                jn_c = wp.dot(n, col_c)
-                                tangential = wp.dot(col_r, col_c) - jn_r * jn_c
-                                wp.atomic_add(H, n0 + ri * ne + ci, damping_n * jn_r * jn_c + damping_t * tangential)
+                            # a dof that moves neither body (off the paths from the root to both) has a zero
+                            # column: its row and column of the implicit terms are zero, and skipped; the terms are
+                            # symmetric bit for bit (products of two factors, each commutative), so the lower
+                            # triangle is computed and added to both halves
+                            if dof_moves_body(tree, e0 + ri, b0) or dof_moves_body(tree, e0 + ri, b1):
+                                jn_r = wp.dot(n, col_r)
+                                for ci in range(ri + 1):
+                                    if dof_moves_body(tree, e0 + ci, b0) or dof_moves_body(tree, e0 + ci, b1):
+                                        col_c = contact_column(tree, dof_S, e0 + ci, b0, b1, r2)
+                                        jn_c = wp.dot(n, col_c)
+                                        jj = jn_r * jn_c
+                                        h = damping_n * jj + damping_t * (wp.dot(col_r, col_c) - jj)
+                                        wp.atomic_add(H, n0 + ri * ne + ci, h)
+                                        if ci != ri:
+                                            wp.atomic_add(H, n0 + ci * ne + ri, h)
                     if a0 >= 0:
                         com0 = wp.transform_point(body_X[b0], body_com[b0])
                         wp.atomic_add(body_f, b0, wrench_weight * wp.spatial_vector(force, wp.cross(x - com0, force)))

@@ -4,6 +4,7 @@ its differentiable kernels: the same bits, with and without contacts."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 import pytest
@@ -78,3 +79,34 @@ def test_forward_only_velocity_limits_are_bitwise_the_taped_kernels():
             assert held >= 4, integrator  # the knees at least
         np.testing.assert_array_equal(runs[0][0], runs[1][0])
         np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+def test_contact_overflow_stops_at_the_capacity_with_the_same_bits():
+    """More contacts found than the list holds (an A1 landing on four feet, two slots): on a CPU one thread
+    loops over the stored contacts (``stored_contact_count``: the count capped at the capacity), so nothing
+    reads past the list; the overflow is reported by ``model.collide``, and the forward-only and taped kernels
+    still give the same bits."""
+    b = a1_builder(xform=((0.0, 0.0, 0.33), (0.0, 0.0, 0.0, 1.0)))
+    no_limits(b)  # the URDF's zero pose is outside the calves' limits
+    b.add_ground_plane()
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    runs = []
+    for taped in (False, True):
+        solver = inertia.FeatherstoneSolver(model)
+        contacts = model.contacts(rigid_contact_max=2)
+        states = [model.state() for _ in range(121)]
+        found = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with wp.Tape() if taped else contextlib.nullcontext():
+                for i in range(120):
+                    model.collide(states[i], contacts)
+                    found.append(int(contacts.rigid_contact_count.numpy()[0]))
+                    solver.step(states[i], states[i + 1], None, contacts, 1e-3)
+        assert max(found) > 2  # the count went past the capacity ...
+        assert any("overflow" in str(w.message).lower() for w in caught)  # ... and collide said so
+        q = states[-1].joint_q.numpy()
+        assert np.isfinite(q).all()
+        runs.append((q.copy(), states[-1].joint_qd.numpy().copy()))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])

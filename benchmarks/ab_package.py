@@ -28,9 +28,11 @@ serve one solver and not the other.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,6 +68,7 @@ def load_package_at(rev: str, package: str):
     if not files:
         raise SystemExit(f"--package {package}: no Python files under {folder} at {rev}")
     target = tempfile.mkdtemp(prefix=f"inertia_{package}_{sha}_")
+    atexit.register(shutil.rmtree, target, ignore_errors=True)  # read until the last kernel compiles
     for f in files:
         path = os.path.join(target, os.path.relpath(f, folder))
         os.makedirs(os.path.dirname(path), exist_ok=True)

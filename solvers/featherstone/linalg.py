@@ -156,18 +156,13 @@ def cholesky_forward_kernel(
     tree: Tree,
     # Data in:
     A: wp.array(dtype=float),
-    A0: wp.array(dtype=float),
-    L0: wp.array(dtype=float),
-    # In:
-    reuse: int,
     # Data out:
     L: wp.array(dtype=float),
 ):
-    """:func:`cholesky_kernel` without its adjoint: the sums in local variables (the same bits), reusing L0 where
-    ``reuse`` and A's block is A0's (:func:`factor_or_reuse_block`)."""
+    """:func:`cholesky_kernel` without its adjoint: the sums in local variables (the same bits)."""
     a = wp.tid()
     d0, n, m0 = articulation_block(tree, a)
-    factor_or_reuse_block(A, A0, L0, reuse, m0, n, L)
+    factor_block(A, m0, n, L)
 
 
 def forward_only(device) -> bool:
@@ -176,14 +171,10 @@ def forward_only(device) -> bool:
     return recording_tape() is None and device.is_cpu
 
 
-def factor(topology, A, partial, L, A0=None, L0=None) -> None:
-    """Stage: L with L L^T = A for every articulation (``partial`` must be zero; used only on a tape or a GPU).
-    Given ``A0`` and its factor ``L0``, an articulation whose block of A equals A0's takes L0's factor (CPU,
-    no tape)."""
+def factor(topology, A, partial, L) -> None:
+    """Stage: L with L L^T = A for every articulation (``partial`` must be zero; used only on a tape or a GPU)."""
     if forward_only(A.device):
-        reuse = A0 is not None
-        wp.launch(cholesky_forward_kernel, dim=topology.articulation_count,
-                  inputs=[topology.tree, A, A0 if reuse else A, L0 if reuse else A, int(reuse)], outputs=[L],
+        wp.launch(cholesky_forward_kernel, dim=topology.articulation_count, inputs=[topology.tree, A], outputs=[L],
                   device=A.device)
         return
     wp.launch(cholesky_kernel, dim=topology.articulation_count,

@@ -360,23 +360,27 @@ class FeatherstoneSolver(SolverBase):
                   inputs=[topo.tree, stage.body_I, stage.body_fb, stage.dof_S, stage.diag, int(with_contacts)],
                   outputs=[stage.body_Ic, stage.body_fsub, stage.bias, stage.H0, stage.H if with_contacts else stage.H0],
                   device=dev)
-        fused = linalg.forward_only(dev)  # the last factor, the solve and the velocity limits in one launch
-        if with_contacts or not fused:
+        if not linalg.forward_only(dev):  # on a tape or a GPU: the differentiable kernels, one stage each
             linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
             self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
-        A, L = stage.H0, stage.L0
-        if with_contacts:
-            self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
-            A, L = stage.H, stage.L
-            if not fused:
-                linalg.factor(topo, stage.H, stage.partial, stage.L)
-        if not fused:
+            L = stage.L0
             if with_contacts:
+                self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
+                linalg.factor(topo, stage.H, stage.partial, stage.L)
                 self._check("contacts", tau_contact=stage.tau_contact, H=stage.H, L=stage.L)
+                L = stage.L
             linalg.solve(topo, L, stage.tau_joint, stage.tau_contact, stage.bias, solve_dt, stage.partial_y, stage.y,
                          stage.partial_x, stage.dqd)
-            self._rate_limits(stage, *limits[:2], stage.dqd, limits[2])
+            self._rate_limits(stage, limits[0], limits[1], stage.dqd, limits[2])
             return
+        # a CPU off the tape: the last factor, the solve and the velocity limits in one launch (the contacts need
+        # H0's factor first; an articulation no contact touched reuses it for H's)
+        A, L = stage.H0, stage.L0
+        if with_contacts:
+            linalg.factor(topo, stage.H0, stage.partial0, stage.L0)
+            self._check("mass matrix", H0=stage.H0, L0=stage.L0, bias=stage.bias)
+            self._contacts(stage, contacts, state_in, state_out, implicit_dt, wrench_weight)
+            A, L = stage.H, stage.L
         H_limits, limit_qd, h_v = limits
         rate = self.rate_limits
         wp.launch(dynamics.solve_forward_kernel, dim=topo.articulation_count,

@@ -556,9 +556,12 @@ class Rollout(RolloutSizing):
         for launch in reversed(tape.launches):
             single.launches = [launch]
             single.backward()
-            if callable(launch):
-                continue
-            kernel, inputs = launch[0], launch[3]
+            if callable(launch):  # a hand-written adjoint (solvers/constraints/hand_adjoint.py) names its kernel
+                kernel, inputs = getattr(launch, "kernel", None), getattr(launch, "inputs", None)
+                if kernel is None:
+                    continue
+            else:
+                kernel, inputs = launch[0], launch[3]
             for i, a in enumerate(inputs):
                 if isinstance(a, wp.array) and a.requires_grad and a.grad is not None:
                     bad = first_nonfinite(a.grad)

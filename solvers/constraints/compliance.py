@@ -43,3 +43,50 @@ def damped_multiplier_step(c: float, lam: float, wsum: float, rate: float, k: fl
         else:
             dlam = s * (-beta * c - lam - damping * rate) / ((beta + damping) * wsum + 1.0)
     return dlam
+
+
+@wp.func
+def damped_multiplier_partials(c: float, lam: float, wsum: float, rate: float, k: float, measure: float, kd: float,
+                               dt: float, s: float):
+    """:func:`damped_multiplier_step`'s dlambda (the same bits) and its partial derivatives, for the hand-written
+    adjoints of the constraints that use it (``triangles.py``, ``bending.py``).
+
+    Returns ``(dlam, d_state, d_material)``: ``d_state`` = d dlam / d (c, lam, wsum, rate) and ``d_material`` =
+    d dlam / d (k, measure, kd), both zero where dlam is (k <= 0 or wsum <= 1e-20). With D the denominator, from
+    the module docstring's two forms:
+
+        beta >= 1: d/dc = -s / D, d/dlam = -s alpha~ / D, d/drate = -s gamma / D, d/dwsum = -dlam (1 + gamma) / D,
+                   d/dalpha~ = (-s lam - dlam) / D, d/dgamma = (-s rate - dlam wsum) / D
+        beta < 1:  d/dc = -s beta / D, d/dlam = -s / D, d/drate = -s damping / D, d/dwsum = -dlam (beta + damping) / D,
+                   d/dbeta = (-s c - dlam wsum) / D, d/ddamping = (-s rate - dlam wsum) / D
+
+    and beta = k measure dt^2, damping = kd measure dt, alpha~ = 1 / beta, gamma = damping alpha~ carry those
+    to k, measure and kd.
+    """
+    dlam = float(0.0)
+    d_state = wp.vec4(0.0)
+    d_material = wp.vec3(0.0)
+    if k > 0.0 and wsum > 1.0e-20:
+        beta = k * measure * dt * dt
+        damping = kd * measure * dt
+        d_beta = float(0.0)
+        d_damping = float(0.0)
+        if beta >= 1.0:
+            alpha_t = 1.0 / beta
+            gamma = damping * alpha_t
+            den = (1.0 + gamma) * wsum + alpha_t
+            dlam = s * (-c - alpha_t * lam - gamma * rate) / den
+            d_state = wp.vec4(-s / den, -s * alpha_t / den, -dlam * (1.0 + gamma) / den, -s * gamma / den)
+            d_alpha = (-s * lam - dlam) / den
+            d_gamma = (-s * rate - dlam * wsum) / den
+            d_beta = -(d_alpha + d_gamma * damping) * alpha_t * alpha_t
+            d_damping = d_gamma * alpha_t
+        else:
+            den = (beta + damping) * wsum + 1.0
+            dlam = s * (-beta * c - lam - damping * rate) / den
+            d_state = wp.vec4(-s * beta / den, -s / den, -dlam * (beta + damping) / den, -s * damping / den)
+            d_beta = (-s * c - dlam * wsum) / den
+            d_damping = (-s * rate - dlam * wsum) / den
+        d_material = wp.vec3(d_beta * measure * dt * dt, d_beta * k * dt * dt + d_damping * kd * dt,
+                             d_damping * measure * dt)
+    return dlam, d_state, d_material

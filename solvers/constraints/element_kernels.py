@@ -25,12 +25,13 @@ from .jacobi import element_constraint_stage
 
 
 def element_constraint_kernel(name: str, module: str, element_step, indices_type, a_type, b_type, c_type,
-                              multiplier_type):
+                              multiplier_type, backward: bool = True):
     """The constraint kernel ``name`` (in Warp module ``module``: the kind's file, which compiles only when it
     runs) of an element kind, launched with ``element_constraint_stage``'s arguments; ``*_type``: the types of
-    its four Model arrays, ``multiplier_type``: its multipliers' (float, or wp.vec2 for two constraints)."""
+    its four Model arrays, ``multiplier_type``: its multipliers' (float, or wp.vec2 for two constraints).
+    ``backward=False``: Warp generates no adjoint (a kind with a hand-written one, :mod:`.hand_adjoint`)."""
 
-    @wp.kernel(name=name, module=module)
+    @wp.kernel(name=name, module=module, enable_backward=backward)
     def element_constraints_kernel(
         # Model:
         inv_mass: wp.array(dtype=float),
@@ -62,11 +63,11 @@ def element_constraint_kernel(name: str, module: str, element_step, indices_type
 
 
 def element_constraints(stage_name: str, kernel_name: str, module: str, element_step, count: str, arrays: tuple,
-                        multipliers: str, multiplier_type, scale: str):
+                        multipliers: str, multiplier_type, scale: str, adjoint=None):
     """An element kind's constraint kernel and stage, ``(kernel, stage)``: ``arrays`` names its four Model arrays
     (indices first), ``count`` the model attribute counting its elements, ``multipliers`` its buffer of
     multipliers (of ``multiplier_type``), ``scale`` its entry of ``jacobi_scales`` (:func:`element_constraint_kernel`,
-    ``element_constraint_stage``)."""
+    ``element_constraint_stage``); ``adjoint``: the kind's hand-written adjoint kernel, or None for Warp's."""
     kernel = element_constraint_kernel(kernel_name, module, element_step, *(model_array_type(a) for a in arrays),
-                                       multiplier_type)
-    return kernel, element_constraint_stage(stage_name, kernel, count, arrays, multipliers, scale)
+                                       multiplier_type, backward=adjoint is None)
+    return kernel, element_constraint_stage(stage_name, kernel, count, arrays, multipliers, scale, adjoint)

@@ -25,6 +25,7 @@ import warp as wp
 
 from ...autodiff.backward_code import on_demand
 from ..step_data import stage
+from . import hand_adjoint
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
@@ -71,14 +72,16 @@ def jacobi_scales(model, relaxation: float, splitting: str = "sqrt") -> MappingP
 
 
 # ---------------------------------------------------------------------------------------------- element constraints
-def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multipliers: str, scale: str):
+def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multipliers: str, scale: str,
+                             adjoint=None):
     """The stage ``fn(model, data, k)`` of a per-element constraint kernel on particle iterate k.
 
     The kernel reads ``particle_inv_mass`` and the model arrays named in ``arrays`` (its ``# Model:``
     group), then the step's start positions, displacement iterate k (the particles' motion since the
     step began: x = x_start + dx) and the multipliers of iterate k (buffer ``multipliers``), the
     element's Jacobi scales (``jacobi_scales()[scale]``) and dt, and writes iteration k's corrections
-    and the multipliers of iterate k + 1. ``count``: the model attribute counting the elements.
+    and the multipliers of iterate k + 1. ``count``: the model attribute counting the elements. ``adjoint``:
+    a hand-written adjoint kernel for a recording tape's backward pass (:mod:`.hand_adjoint`), or None: Warp's.
     """
 
     @stage(name)
@@ -88,10 +91,13 @@ def element_constraint_stage(name: str, kernel, count: str, arrays: tuple, multi
             return
         rows = data.buffers.rows
         lam = getattr(rows, multipliers)
-        wp.launch(kernel, dim=n, device=model.device,
-                  inputs=[model.particle_inv_mass, *(getattr(model, a) for a in arrays), data.state_in.particle_q,
-                          rows.dx[k], lam[k], data.solver.scales[scale], data.dt],
-                  outputs=[rows.delta[k], lam[k + 1]])
+        inputs = [model.particle_inv_mass, *(getattr(model, a) for a in arrays), data.state_in.particle_q, rows.dx[k],
+                  lam[k], data.solver.scales[scale], data.dt]
+        outputs = [rows.delta[k], lam[k + 1]]
+        if adjoint is None:
+            wp.launch(kernel, dim=n, inputs=inputs, outputs=outputs, device=model.device)
+        else:
+            hand_adjoint.launch(kernel, adjoint, n, inputs, outputs, model.device)
 
     solve.__doc__ = f"Stage: the constraints of every element counted by ``model.{count}`` on particle iterate k."
     return solve

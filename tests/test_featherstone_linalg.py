@@ -1,5 +1,6 @@
-"""The FeatherstoneSolver's forward-only factor and solve (inertia.solvers.featherstone.linalg; CPU) against
-its differentiable kernels: the same bits, with and without contacts."""
+"""The FeatherstoneSolver's forward-only factor and solve (inertia.solvers.featherstone.linalg; CPU) and its
+one-launch Euler step (fused_step.py) against its differentiable stage kernels: the same bits, with and
+without contacts."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE
-from test_featherstone import no_limits
-from test_featherstone_models import a1_builder
+from test_featherstone import no_limits, tree_builder
+from test_featherstone_models import a1_builder, kuka_builder
 
 
 @pytest.mark.parametrize("integrator", ["euler", "rk4"])
@@ -110,3 +111,63 @@ def test_contact_overflow_stops_at_the_capacity_with_the_same_bits():
         runs.append((q.copy(), states[-1].joint_qd.numpy().copy()))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+@pytest.mark.filterwarnings("ignore::inertia.StabilityWarning")  # the A1's zero pose is outside the calves' limits
+def test_one_launch_euler_step_is_bitwise_the_stage_kernels():
+    """Off the tape on a CPU, a contact-free Euler step is one launch per articulation (fused_step.py: gather,
+    kinematics, joint forces, composite, factor, solve, velocity limits, advance, outputs). It must give the
+    bits of the stage kernels, off the tape and on it: three articulations of every joint type (the Kuka's
+    fixed base and revolute joints with drives, damping, friction, effort and velocity limits; the A1's free
+    base, snapping its knees back into their limits; a free base with ball, prismatic, revolute and fixed
+    joints), with drive targets, joint forces and body wrenches, 120 steps of 1 ms each way. Every state array
+    and every array of the step's StepData that both paths write is compared."""
+    b = kuka_builder()
+    a1_builder(b, xform=((2.0, 0.0, 3.0), (0.0, 0.0, 0.0, 1.0)))
+    b.add_builder(tree_builder(), xform=((-2.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    b.joint_friction[:] = [0.05] * len(b.joint_friction)
+    b.joint_effort_limit[:] = [min(e, 40.0) for e in b.joint_effort_limit]
+    b.joint_velocity_limit[:] = [min(v, 2.0) for v in b.joint_velocity_limit]  # the free bases' stay infinite
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    rng = np.random.default_rng(11)
+    control = model.control()
+    control.joint_target_pos.assign(rng.uniform(-0.5, 0.5, model.joint_dof_count).astype(np.float32))
+    control.joint_f.assign(rng.uniform(-1.0, 1.0, model.joint_dof_count).astype(np.float32))
+    control.body_f.assign(rng.uniform(-2.0, 2.0, (model.body_count, 6)).astype(np.float32))
+    ke = model.joint_target_ke.numpy()
+    ke[:7] = 300.0  # the Kuka's drives
+    model.joint_target_ke.assign(ke)
+    limit = model.joint_velocity_limit.numpy()
+    runs = []
+    for mode in ("fused", "stages", "taped"):
+        solver = inertia.FeatherstoneSolver(model)
+        solver.replay.enabled = False  # every step through step()'s Python, to count the fused ones
+        fused = []
+        if mode == "stages":
+            solver._fused_step_applies = lambda data: False
+        else:
+            real = solver._fused_step
+            solver._fused_step = lambda *args: (fused.append(1), real(*args))
+        # a recorded step needs a State of its own; off the tape two states take turns, so every step writes
+        # over the buffers of the step before last (the sums must start from zero every time)
+        states = [model.state() for _ in range(121 if mode == "taped" else 2)]
+        held = 0
+        with wp.Tape() if mode == "taped" else contextlib.nullcontext():
+            for i in range(120):
+                src, dst = (states[i], states[i + 1]) if mode == "taped" else (states[i % 2], states[(i + 1) % 2])
+                solver.step(src, dst, control, None, 1e-3)
+                held = max(held, int(np.isclose(np.abs(dst.joint_qd.numpy()), limit).sum()))
+        assert len(fused) == (120 if mode == "fused" else 0), mode
+        assert held >= 1, mode  # some joint held at its velocity limit
+        data = dst.step_buffers
+        arrays = {n: getattr(dst, n) for n in ("joint_q", "joint_qd", "body_q", "body_qd")}
+        arrays.update({n: getattr(data, n) for n in ("q", "qd", "q_next", "qd_next", "twist")})
+        # every array a stage writes on and off the tape (not the taped kernels' own scratch: partial sums,
+        # the limits' coupling and right-hand side, which the forward-only functions keep in locals)
+        arrays.update({n: getattr(data.stages[0], n) for n in (
+            "art_ref", "body_X", "body_I", "body_Ic", "body_v", "body_a", "body_fb", "body_fsub", "dof_S", "tau_joint",
+            "diag", "bias", "tau_contact", "H0", "L0", "y", "dqd", "limit_H", "limit_L", "limit_y", "limit_dqd")})
+        runs.append({n: a.numpy().copy() for n, a in arrays.items()})
+    for other in runs[1:]:
+        for name, x in runs[0].items():
+            np.testing.assert_array_equal(x, other[name], err_msg=name)

@@ -41,9 +41,8 @@ from .topology import Tree, articulation_block
 on_demand(__name__)  # backward code compiled once gradients are wanted
 
 
-@wp.kernel
-def joint_forces_kernel(
-    # Model:
+@wp.func
+def dof_joint_forces(
     joint_target_ke: wp.array(dtype=float),
     joint_target_kd: wp.array(dtype=float),
     joint_limit_lower: wp.array(dtype=float),
@@ -55,21 +54,20 @@ def joint_forces_kernel(
     joint_friction: wp.array(dtype=float),
     joint_effort_limit: wp.array(dtype=float),
     tree: Tree,
-    # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
     target_pos: wp.array(dtype=float),
     target_vel: wp.array(dtype=float),
     joint_f: wp.array(dtype=float),
-    # In:
     friction_eps: float,
     dt: float,
-    # Data out:
+    d: int,
     tau: wp.array(dtype=float),
     diag: wp.array(dtype=float),
 ):
-    """Per degree of freedom: the explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc)."""
-    d = wp.tid()
+    """Degree of freedom d's explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc;
+    :func:`joint_forces_kernel`)."""
+
     js = tree.dof_state[d]
     if js < 0:  # a virtual free joint: no joint forces
         tau[d] = 0.0
@@ -111,27 +109,57 @@ def joint_forces_kernel(
 
 
 @wp.kernel
-def composite_kernel(
+def joint_forces_kernel(
     # Model:
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    joint_armature: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_friction: wp.array(dtype=float),
+    joint_effort_limit: wp.array(dtype=float),
     tree: Tree,
     # Data in:
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    target_pos: wp.array(dtype=float),
+    target_vel: wp.array(dtype=float),
+    joint_f: wp.array(dtype=float),
+    # In:
+    friction_eps: float,
+    dt: float,
+    # Data out:
+    tau: wp.array(dtype=float),
+    diag: wp.array(dtype=float),
+):
+    """Per degree of freedom: the explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc)."""
+    dof_joint_forces(joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                     joint_limit_kd, joint_armature, joint_damping, joint_friction, joint_effort_limit, tree, q, qd,
+                     target_pos, target_vel, joint_f, friction_eps, dt, wp.tid(), tau, diag)
+
+
+@wp.func
+def articulation_composite(
+    tree: Tree,
     body_I: wp.array(dtype=wp.spatial_matrix),
     body_fb: wp.array(dtype=wp.spatial_vector),
     dof_S: wp.array(dtype=wp.spatial_vector),
     diag: wp.array(dtype=float),
-    # In:
     with_contacts: int,
-    # Data out:
-    body_Ic: wp.array(dtype=wp.spatial_matrix),  # zero on entry
-    body_fsub: wp.array(dtype=wp.spatial_vector),  # zero on entry
+    a: int,
+    body_Ic: wp.array(dtype=wp.spatial_matrix),
+    body_fsub: wp.array(dtype=wp.spatial_vector),
     bias: wp.array(dtype=float),
     H0: wp.array(dtype=float),
     H: wp.array(dtype=float),
 ):
     """Composite inertias and subtree forces (leaves to root), the bias forces C = S^T f and
     H0 = M + diag (CRBA: M_rc = S_c . Ic_r S_r where c's joint is r's or an ancestor's); H = H0 too
-    when ``with_contacts`` (the contacts add to H, and their effective masses come from H0)."""
-    a = wp.tid()
+    when ``with_contacts`` (the contacts add to H, and their effective masses come from H0); of
+    articulation ``a``, whose bodies' ``body_Ic`` and ``body_fsub`` must be zero on entry (:func:`composite_kernel`)."""
     s0 = tree.art_slot_start[a]
     s1 = tree.art_slot_start[a + 1]
     for s in range(s0, s1):
@@ -165,6 +193,96 @@ def composite_kernel(
                 H[m0 + cc * n + r] = h
 
 
+@wp.func_replay(articulation_composite)
+def _replay_articulation_composite(
+    tree: Tree,
+    body_I: wp.array(dtype=wp.spatial_matrix),
+    body_fb: wp.array(dtype=wp.spatial_vector),
+    dof_S: wp.array(dtype=wp.spatial_vector),
+    diag: wp.array(dtype=float),
+    with_contacts: int,
+    a: int,
+    body_Ic: wp.array(dtype=wp.spatial_matrix),
+    body_fsub: wp.array(dtype=wp.spatial_vector),
+    bias: wp.array(dtype=float),
+    H0: wp.array(dtype=float),
+    H: wp.array(dtype=float),
+):
+    """Its replay in an adjoint kernel's forward pass: nothing. It adds into ``body_Ic`` / ``body_fsub``, which its
+    adjoint reads; replayed, they would hold twice the sums (its adjoint evaluates it again itself, with the
+    atomic adds left out as Warp leaves them out of every replay)."""
+    return
+
+
+@wp.kernel
+def composite_kernel(
+    # Model:
+    tree: Tree,
+    # Data in:
+    body_I: wp.array(dtype=wp.spatial_matrix),
+    body_fb: wp.array(dtype=wp.spatial_vector),
+    dof_S: wp.array(dtype=wp.spatial_vector),
+    diag: wp.array(dtype=float),
+    # In:
+    with_contacts: int,
+    # Data out:
+    body_Ic: wp.array(dtype=wp.spatial_matrix),  # zero on entry
+    body_fsub: wp.array(dtype=wp.spatial_vector),  # zero on entry
+    bias: wp.array(dtype=float),
+    H0: wp.array(dtype=float),
+    H: wp.array(dtype=float),
+):
+    """:func:`articulation_composite` of every articulation: composite inertias and subtree forces, the bias
+    forces C and H0 = M + diag (and H = H0 with ``with_contacts``)."""
+    articulation_composite(tree, body_I, body_fb, dof_S, diag, with_contacts, wp.tid(), body_Ic, body_fsub, bias, H0,
+                           H)
+
+
+@wp.func
+def slot_advance(
+    joints: JointTopology,
+    joint_velocity_limit: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    tree: Tree,
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    dv: wp.array(dtype=float),
+    u: wp.array(dtype=float),
+    rate_impulse: wp.array(dtype=float),
+    h_v: float,
+    h_q: float,
+    use_new_velocity: int,
+    clamp_velocity: int,
+    with_rate_impulse: int,
+    impulse_scale: float,
+    s: int,
+    q_next: wp.array(dtype=float),
+    qd_next: wp.array(dtype=float),
+):
+    """qd' = qd + h_v dv (+ ``impulse_scale`` ``rate_impulse``: the velocity limits' response,
+    :func:`rate_limit_kernel`, if ``with_rate_impulse``; then clamped to the velocity limit if asked),
+    q' = q (+) h_q w with w = qd' (semi-implicit Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
+
+    Of slot ``s`` (:func:`advance_kernel`). (+) per joint type: :func:`.kinematics.integrate_coordinates`.
+    """
+    t = tree.slot_type[s]
+    qs = tree.slot_q[s]
+    ds = tree.slot_qd[s]
+    nd = dof_count(t)
+    for k in range(6):
+        if k < nd:
+            v = qd[ds + k] + h_v * dv[ds + k]
+            if with_rate_impulse != 0:
+                v = v + impulse_scale * rate_impulse[ds + k]
+            js = tree.dof_state[ds + k]
+            if js >= 0 and clamp_velocity != 0:
+                lim = joint_velocity_limit[js]
+                v = wp.clamp(v, -lim, lim)
+            qd_next[ds + k] = v
+    integrate_coordinates(joints, body_com, tree.slot_joint[s], tree.slot_child[s], t, q, qs, qd_next, u,
+                          use_new_velocity, ds, h_q, q_next)
+
+
 @wp.kernel
 def advance_kernel(
     # Model:
@@ -189,29 +307,9 @@ def advance_kernel(
     q_next: wp.array(dtype=float),
     qd_next: wp.array(dtype=float),
 ):
-    """qd' = qd + h_v dv (+ ``impulse_scale`` ``rate_impulse``: the velocity limits' response,
-    :func:`rate_limit_kernel`, if ``with_rate_impulse``; then clamped to the velocity limit if asked),
-    q' = q (+) h_q w with w = qd' (semi-implicit Euler: ``use_new_velocity``) or w = u (a Runge-Kutta stage).
-
-    (+) per joint type: :func:`.kinematics.integrate_coordinates`.
-    """
-    s = wp.tid()
-    t = tree.slot_type[s]
-    qs = tree.slot_q[s]
-    ds = tree.slot_qd[s]
-    nd = dof_count(t)
-    for k in range(6):
-        if k < nd:
-            v = qd[ds + k] + h_v * dv[ds + k]
-            if with_rate_impulse != 0:
-                v = v + impulse_scale * rate_impulse[ds + k]
-            js = tree.dof_state[ds + k]
-            if js >= 0 and clamp_velocity != 0:
-                lim = joint_velocity_limit[js]
-                v = wp.clamp(v, -lim, lim)
-            qd_next[ds + k] = v
-    integrate_coordinates(joints, body_com, tree.slot_joint[s], tree.slot_child[s], t, q, qs, qd_next, u,
-                          use_new_velocity, ds, h_q, q_next)
+    """:func:`slot_advance` of every slot: qd' = qd + h_v dv (+ the velocity limits' response), q' = q (+) h_q w."""
+    slot_advance(joints, joint_velocity_limit, body_com, tree, q, qd, dv, u, rate_impulse, h_v, h_q, use_new_velocity,
+                 clamp_velocity, with_rate_impulse, impulse_scale, wp.tid(), q_next, qd_next)
 
 
 @wp.func

@@ -161,9 +161,8 @@ def art_reference(joints: JointTopology, tree: Tree, q: wp.array(dtype=float), a
     return wp.transform_get_translation(X)
 
 
-@wp.kernel
-def forward_kinematics_kernel(
-    # Model:
+@wp.func
+def articulation_kinematics(
     joints: JointTopology,
     body_com: wp.array(dtype=wp.vec3),
     body_mass: wp.array(dtype=float),
@@ -171,11 +170,10 @@ def forward_kinematics_kernel(
     body_world: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
     tree: Tree,
-    # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
     control_body_f: wp.array(dtype=wp.spatial_vector),
-    # Data out:
+    a: int,
     art_ref: wp.array(dtype=wp.vec3),
     body_X: wp.array(dtype=wp.transform),
     body_I: wp.array(dtype=wp.spatial_matrix),
@@ -184,12 +182,12 @@ def forward_kinematics_kernel(
     body_fb: wp.array(dtype=wp.spatial_vector),
     dof_S: wp.array(dtype=wp.spatial_vector),
 ):
-    """Poses, S, inertias, twists, velocity-product accelerations and the RNEA body forces at (q, qd).
+    """Poses, S, inertias, twists, velocity-product accelerations and the RNEA body forces at (q, qd), of
+    articulation ``a`` (:func:`forward_kinematics_kernel`).
 
     ``body_fb`` = I a + v x* I v - f_ext: each body's force balance with zero joint accelerations, where
     f_ext is gravity and ``Control.body_f`` (force at the com, torque; world).
     """
-    a = wp.tid()
     p_ref = art_reference(joints, tree, q, a)
     art_ref[a] = p_ref
     for s in range(tree.art_slot_start[a], tree.art_slot_start[a + 1]):
@@ -235,28 +233,54 @@ def forward_kinematics_kernel(
 
 
 @wp.kernel
-def body_output_kernel(
+def forward_kinematics_kernel(
     # Model:
     joints: JointTopology,
     body_com: wp.array(dtype=wp.vec3),
+    body_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_world: wp.array(dtype=wp.int32),
+    gravity: wp.array(dtype=wp.vec3),
     tree: Tree,
     # Data in:
     q: wp.array(dtype=float),
     qd: wp.array(dtype=float),
-    # In:
-    from_state: int,
+    control_body_f: wp.array(dtype=wp.spatial_vector),
     # Data out:
-    twist: wp.array(dtype=wp.spatial_vector),  # per body, about p_ref (scratch of this kernel)
+    art_ref: wp.array(dtype=wp.vec3),
+    body_X: wp.array(dtype=wp.transform),
+    body_I: wp.array(dtype=wp.spatial_matrix),
+    body_v: wp.array(dtype=wp.spatial_vector),
+    body_a: wp.array(dtype=wp.spatial_vector),
+    body_fb: wp.array(dtype=wp.spatial_vector),
+    dof_S: wp.array(dtype=wp.spatial_vector),
+):
+    """:func:`articulation_kinematics` of every articulation: poses, S, inertias, twists, velocity-product
+    accelerations and the RNEA body forces at (q, qd)."""
+    articulation_kinematics(joints, body_com, body_mass, body_inertia, body_world, gravity, tree, q, qd,
+                            control_body_f, wp.tid(), art_ref, body_X, body_I, body_v, body_a, body_fb, dof_S)
+
+
+@wp.func
+def articulation_body_outputs(
+    joints: JointTopology,
+    body_com: wp.array(dtype=wp.vec3),
+    tree: Tree,
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    from_state: int,
+    a: int,
+    twist: wp.array(dtype=wp.spatial_vector),
     body_q: wp.array(dtype=wp.transform),
     body_qd: wp.array(dtype=wp.spatial_vector),
 ):
-    """``State.body_q`` / ``body_qd`` (v of the com, w; world) of every body in a tree from (q, qd).
+    """``State.body_q`` / ``body_qd`` (v of the com, w; world) of articulation ``a``'s bodies from (q, qd)
+    (:func:`body_output_kernel`).
 
     ``from_state``: a virtual free joint's coordinates are its body's ``body_q`` / ``body_qd`` already
     (read here, not written; ``q`` / ``qd`` hold only the model joints' coordinates): the set-up of a
     state's jointed bodies from its own joint coordinates.
     """
-    a = wp.tid()
     s0 = tree.art_slot_start[a]
     p_ref = wp.vec3(0.0)
     if from_state != 0 and tree.slot_joint[s0] < 0:
@@ -290,6 +314,27 @@ def body_output_kernel(
 
 
 @wp.kernel
+def body_output_kernel(
+    # Model:
+    joints: JointTopology,
+    body_com: wp.array(dtype=wp.vec3),
+    tree: Tree,
+    # Data in:
+    q: wp.array(dtype=float),
+    qd: wp.array(dtype=float),
+    # In:
+    from_state: int,
+    # Data out:
+    twist: wp.array(dtype=wp.spatial_vector),  # per body, about p_ref (scratch of this kernel)
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+):
+    """:func:`articulation_body_outputs` of every articulation: ``State.body_q`` / ``body_qd`` of every body in a
+    tree from (q, qd)."""
+    articulation_body_outputs(joints, body_com, tree, q, qd, from_state, wp.tid(), twist, body_q, body_qd)
+
+
+@wp.kernel
 def gather_joints_kernel(
     # Model:
     index_state: wp.array(dtype=wp.int32),
@@ -318,6 +363,24 @@ def state_coordinate(joint_q: wp.array(dtype=float), body_q: wp.array(dtype=wp.t
     return wp.transform_get_rotation(X)[k - 3]
 
 
+@wp.func
+def gather_coordinate(tree: Tree, joint_q: wp.array(dtype=float), body_q: wp.array(dtype=wp.transform), i: int,
+                      q: wp.array(dtype=float)):
+    """q[i], coordinate i in the solver's order, from a State (:func:`gather_state_kernel`)."""
+    q[i] = state_coordinate(joint_q, body_q, tree.coord_state[i], tree.coord_body[i], tree.coord_comp[i])
+
+
+@wp.func
+def gather_rate(tree: Tree, joint_qd: wp.array(dtype=float), body_qd: wp.array(dtype=wp.spatial_vector), i: int,
+                qd: wp.array(dtype=float)):
+    """qd[i], rate i in the solver's order, from a State (:func:`gather_state_kernel`)."""
+    src = tree.dof_state[i]
+    if src >= 0:
+        qd[i] = joint_qd[src]
+    else:
+        qd[i] = body_qd[tree.dof_body[i]][tree.dof_comp[i]]
+
+
 @wp.kernel
 def gather_state_kernel(
     # Model:
@@ -338,13 +401,25 @@ def gather_state_kernel(
     joint's from its body's ``body_q`` / ``body_qd``. One thread per coordinate and per rate."""
     i = wp.tid()
     if i < coord_count:
-        q[i] = state_coordinate(joint_q, body_q, tree.coord_state[i], tree.coord_body[i], tree.coord_comp[i])
+        gather_coordinate(tree, joint_q, body_q, i, q)
     if i < dof_count:
-        src = tree.dof_state[i]
-        if src >= 0:
-            qd[i] = joint_qd[src]
-        else:
-            qd[i] = body_qd[tree.dof_body[i]][tree.dof_comp[i]]
+        gather_rate(tree, joint_qd, body_qd, i, qd)
+
+
+@wp.func
+def scatter_coordinate(tree: Tree, q: wp.array(dtype=float), i: int, joint_q: wp.array(dtype=float)):
+    """``State.joint_q`` of coordinate i (solver order) if a model joint's (:func:`scatter_state_kernel`)."""
+    dst = tree.coord_state[i]
+    if dst >= 0:
+        joint_q[dst] = q[i]
+
+
+@wp.func
+def scatter_rate(tree: Tree, qd: wp.array(dtype=float), i: int, joint_qd: wp.array(dtype=float)):
+    """``State.joint_qd`` of rate i (solver order) if a model joint's (:func:`scatter_state_kernel`)."""
+    dst = tree.dof_state[i]
+    if dst >= 0:
+        joint_qd[dst] = qd[i]
 
 
 @wp.kernel
@@ -365,13 +440,9 @@ def scatter_state_kernel(
     their bodies' poses come from the body outputs)."""
     i = wp.tid()
     if i < coord_count:
-        dst = tree.coord_state[i]
-        if dst >= 0:
-            joint_q[dst] = q[i]
+        scatter_coordinate(tree, q, i, joint_q)
     if i < dof_count:
-        dst_d = tree.dof_state[i]
-        if dst_d >= 0:
-            joint_qd[dst_d] = qd[i]
+        scatter_rate(tree, qd, i, joint_qd)
 
 
 @wp.kernel

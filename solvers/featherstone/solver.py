@@ -51,7 +51,7 @@ from ...types import JOINT_PRISMATIC, JOINT_REVOLUTE
 from ..forces.contact_sides import rigid_contact_threads
 from ..solver import SolverBase, replayed
 from . import contacts as contact_stage
-from . import dynamics, kinematics, linalg
+from . import dynamics, fused_step, kinematics, linalg
 from .particles import check_particle_time_step, particle_stable_steps, step_particles
 from .step_data import StepData, step_data_bytes
 from .topology import Topology
@@ -254,9 +254,22 @@ class FeatherstoneSolver(SolverBase):
             return state_out
         if self.step_count == 0 and model.joint_dof_count and not wp.get_device(dev).is_capturing:
             warn_start_outside_limits(model, state_in.joint_q.numpy())
-        data.clear(taped=not linalg.forward_only(model.device))
         if self.check_finite:
             self._check("input", joint_q=state_in.joint_q, joint_qd=state_in.joint_qd)
+        if self._fused_step_applies(data):
+            self._fused_step(data, controls, state_in, state_out, dt)
+        else:
+            self._stage_kernels_step(data, controls, contacts, state_in, state_out, dt)
+        self._check("integrate", joint_q=state_out.joint_q, joint_qd=state_out.joint_qd, body_q=state_out.body_q,
+                    body_qd=state_out.body_qd)
+        self.step_count += 1
+        return state_out
+
+    def _stage_kernels_step(self, data, controls, contacts, state_in, state_out, dt: float) -> None:
+        """The step as a launch per stage (see the module doc): on a tape, on a GPU, with contacts, RK4 or
+        ``check_finite``; otherwise :meth:`_fused_step` runs the same stages in one launch."""
+        model, topo, dev = self.model, self.topology, self.model.device
+        data.clear(taped=not linalg.forward_only(model.device))
         self._gather(state_in, data.q, data.qd)
         if self.integrator == "euler":
             stage = data.stages[0]
@@ -273,10 +286,31 @@ class FeatherstoneSolver(SolverBase):
                       inputs=[topo.tree, data.q_next, data.qd_next, n_q, n_qd],
                       outputs=[state_out.joint_q, state_out.joint_qd], device=dev)
         self._body_outputs(data.q_next, data.qd_next, 0, data.twist, state_out)
-        self._check("integrate", joint_q=state_out.joint_q, joint_qd=state_out.joint_qd, body_q=state_out.body_q,
-                    body_qd=state_out.body_qd)
-        self.step_count += 1
-        return state_out
+
+    def _fused_step_applies(self, data) -> bool:
+        """Whether this step runs as :mod:`.fused_step`'s one launch: a CPU off the tape, Euler, no rigid contacts in
+        the step's buffers and no ``check_finite`` (which checks each stage's output)."""
+        return (self.integrator == "euler" and not data.with_contacts and not self.check_finite
+                and linalg.forward_only(self.model.device))
+
+    def _fused_step(self, data, controls, state_in, state_out, dt: float) -> None:
+        """:func:`.fused_step.euler_step_forward_kernel`: the Euler step's stages in one launch (the same bits)."""
+        m, topo, st = self.model, self.topology, data.stages[0]
+        body_f, target_pos, target_vel, joint_f = controls
+        rate = self.rate_limits
+        limits = (st.limit_zero, st.limit_H, st.limit_L, st.limit_y, st.limit_dqd) if rate else (st.dqd,) * 5
+        wp.launch(fused_step.euler_step_forward_kernel, dim=topo.articulation_count,
+                  inputs=[joint_topology(m), m.body_com, m.body_mass, m.body_inertia, m.body_world, m.gravity,
+                          m.joint_target_ke, m.joint_target_kd, m.joint_limit_lower, m.joint_limit_upper,
+                          m.joint_limit_ke, m.joint_limit_kd, m.joint_armature, m.joint_damping, m.joint_friction,
+                          m.joint_effort_limit, m.joint_velocity_limit, topo.tree, state_in.joint_q, state_in.body_q,
+                          state_in.joint_qd, state_in.body_qd, body_f, target_pos, target_vel, joint_f, limits[0],
+                          self.joint_friction_smoothing, dt, int(rate), int(m.joint_coord_count > 0),
+                          int(m.joint_dof_count > 0)],
+                  outputs=[data.q, data.qd, st.art_ref, st.body_X, st.body_I, st.body_v, st.body_a, st.body_fb,
+                           st.dof_S, st.tau_joint, st.diag, st.body_Ic, st.body_fsub, st.bias, st.tau_contact, st.H0,
+                           st.L0, st.y, st.dqd, *limits[1:], data.q_next, data.qd_next, data.twist, state_out.joint_q,
+                           state_out.joint_qd, state_out.body_q, state_out.body_qd], device=m.device)
 
     def _rk4(self, data, controls, contacts, state_in, state_out, dt: float) -> None:
         """Classic RK4 of (q, qd), every force explicit: a_k = M^-1 (tau - C) at stage k's state.

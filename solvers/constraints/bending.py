@@ -11,6 +11,7 @@ from ...autodiff.backward_code import on_demand
 from ..forces.bending import dihedral_angle_gradient
 from ..forces.element_funcs import ElementVectors, gather4, gradient_rate, quad_vertices, weighted_squared_norms
 from .compliance import damped_multiplier_partials, damped_multiplier_step
+from . import hand_adjoint
 from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -106,7 +107,7 @@ def _dihedral_angle_adjoint(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3, 
     return adj_x1, adj_x2, adj_x3, adj_x4
 
 
-@wp.kernel(enable_backward=False, module=__name__)
+@wp.kernel(enable_backward=False, module=hand_adjoint.module_of(__name__))
 def bending_constraints_adjoint_kernel(
     # Model:
     inv_mass: wp.array(dtype=float),

@@ -17,6 +17,7 @@ from ...autodiff.backward_code import on_demand
 from ..forces.element_funcs import (NO_PARTICLE, area_ratio_gradient, gather3, membrane_deformation,
                                     membrane_vertex_gradients, triangle_vertices)
 from .compliance import damped_multiplier_partials, damped_multiplier_step
+from . import hand_adjoint
 from .element_kernels import element_constraints
 
 on_demand(__name__)  # backward code compiled once gradients are wanted
@@ -87,7 +88,7 @@ def _membrane_gradients_adjoint(bi: wp.vec3, bj: wp.vec3, bk: wp.vec3, p0: wp.ve
     return adj_p0, adj_p1, adj_dm
 
 
-@wp.kernel(enable_backward=False, module=__name__)
+@wp.kernel(enable_backward=False, module=hand_adjoint.module_of(__name__))
 def triangle_constraints_adjoint_kernel(
     # Model:
     inv_mass: wp.array(dtype=float),

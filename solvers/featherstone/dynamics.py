@@ -67,7 +67,6 @@ def dof_joint_forces(
 ):
     """Degree of freedom d's explicit joint force ``tau`` and ``diag`` = armature + dt D (see the module doc;
     :func:`joint_forces_kernel`)."""
-
     js = tree.dof_state[d]
     if js < 0:  # a virtual free joint: no joint forces
         tau[d] = 0.0

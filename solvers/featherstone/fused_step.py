@@ -13,10 +13,10 @@ changes no result.
 The solver takes it where it applies (``FeatherstoneSolver._fused_step_applies``): a CPU, no ``wp.Tape``
 recording (no adjoint: ``enable_backward=False``), the Euler integrator, no rigid contacts in the step's
 buffers and ``check_finite`` off (which checks each stage's output). Everything else runs the stage
-kernels. With contacts the same fusion (one launch before the contact kernels, one after) measured no
-gain: 1.03x steps/s on the 32-link chain and 1.00x on the 64-box pile (``benchmarks/ab_package.py``,
-11 rounds), whose steps are the contacts' and the larger matrices' arithmetic, not launches; so it was
-left out.
+kernels. With contacts, a version of this file (not kept) that split the same stages into one launch
+before the contact kernels and one after measured no gain: 1.03x steps/s on the 32-link chain and 1.00x
+on the 64-box pile (``benchmarks/ab_package.py``, 11 rounds, the same bits); those steps are the
+contacts' and the larger matrices' arithmetic, not launches.
 """
 
 import warp as wp

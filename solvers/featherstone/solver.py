@@ -30,7 +30,8 @@ Differentiable through ``wp.Tape``: every kernel writes each array element once 
 atomic adds into scratch arrays, see :mod:`.linalg`), and everything a step computes lives in the
 StepData of its output state (:mod:`.step_data`), never in a solver-owned buffer, and ``state_in`` is
 never written. Capturable: ``step()`` allocates nothing after a state's first step as output (or after
-:meth:`FeatherstoneSolver.prepare_state`) and reads nothing back.
+:meth:`FeatherstoneSolver.prepare_state`) and reads nothing back. Off the tape on a CPU, a contact-free
+Euler step runs all of the stages above in one launch (:mod:`.fused_step`, the same functions and bits).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import warp as wp
 
 import inertia
 from conftest import DEVICE
+from inertia.collision.broad_phase import ShapeFilter, shapes_may_collide
 
 G = 9.81
 
@@ -209,3 +210,115 @@ def test_boxes_on_too_few_contacts_stay_on_the_ground(solver, buffer, capacity):
     assert np.abs(q[:, :2] - start[:, :2]).max() < 0.02  # none thrown or toppled sideways
     layer = np.arange(27) // 9
     assert (np.abs(q[:, 2] - (h + 2 * h * layer)) < 0.5 * h).all()  # each layer on the one below it
+
+
+# ------------------------------------------------------------------ lists that can never overflow
+@wp.kernel
+def _filter_passes_kernel(f: ShapeFilter, n: int, out: wp.array(dtype=wp.int32)):
+    a, b = wp.tid()
+    if a < b and shapes_may_collide(f, a, b):
+        wp.atomic_add(out, 0, 1)
+
+
+def _random_scene(seed):
+    """Two worlds and shared shapes: bodies chained by revolute joints (the builder excludes joined bodies),
+    static shapes, random collision groups and masks, a few shapes without the collide flag."""
+    rng = np.random.default_rng(seed)
+    b = inertia.ModelBuilder()
+    b.add_ground_plane()
+    b.add_shape_box(-1, xform=((3.0, 0.0, 0.5), (0, 0, 0, 1)), hx=0.2, hy=0.2, hz=0.2)  # static, shared
+    for w in range(2):
+        b.current_world = w
+        prev = -1
+        for i in range(int(rng.integers(3, 7))):
+            body = b.add_body(xform=((float(i), float(w), 1.0), (0, 0, 0, 1)))
+            for _ in range(int(rng.integers(1, 3))):
+                props = {"collision_group": int(rng.choice([1, 2, 4])), "collision_mask": int(rng.choice([-1, 1, 3, 6])),
+                         "collide_shapes": bool(rng.random() > 0.15)}
+                kind = rng.integers(4)
+                if kind == 0:
+                    b.add_shape_sphere(body, radius=0.1, **props)
+                elif kind == 1:
+                    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, **props)
+                elif kind == 2:
+                    b.add_shape_capsule(body, radius=0.05, half_height=0.1, **props)
+                else:
+                    b.add_shape_cylinder(body, radius=0.05, half_height=0.1, **props)
+            if rng.random() < 0.6:
+                b.add_joint_revolute(prev, body, parent_xform=((float(i) - 0.5, float(w), 1.0), (0, 0, 0, 1)),
+                                     child_xform=((-0.5, 0.0, 0.0), (0, 0, 0, 1)), axis=(0.0, 1.0, 0.0))
+            prev = body
+        if w == 0:
+            b.add_shape_sphere(-1, xform=((-2.0, 0.0, 0.3), (0, 0, 0, 1)), radius=0.3)  # static, world 0
+    return b.finalize(device=DEVICE)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pair_bound_is_the_count_the_broad_phase_filter_passes(seed):
+    """``possible_pairs_and_contacts`` counts in NumPy the shape pairs that pass the broad phase's filter (a list
+    whose capacity holds them all skips the overflow selection's passes 2 and 3); here the Warp filter itself,
+    ``shapes_may_collide``, is evaluated on every pair of random scenes, with every body dynamic (the bound counts
+    every body as dynamic): the same count."""
+    from inertia.collision.broad_phase import possible_pairs_and_contacts, shape_filter
+
+    model = _random_scene(seed)
+    types, flags, body = (model.shape_type.numpy(), model.shape_flags.numpy(), model.shape_body.numpy())
+    pairs, _ = possible_pairs_and_contacts(model, types, flags, body)
+    model.body_inv_mass.assign(np.ones(model.body_count, np.float32))
+    out = wp.zeros(1, dtype=wp.int32, device=DEVICE)
+    n = model.shape_count
+    wp.launch(_filter_passes_kernel, dim=(n, n), inputs=[shape_filter(model), n], outputs=[out], device=DEVICE)
+    assert pairs == int(out.numpy()[0]) > 0
+
+
+def test_a_robot_on_the_ground_skips_the_selection_and_keeps_its_contacts():
+    """Shapes on bodies that collide with the ground only (group 2, mask 1, as an imported robot's links), every
+    one sunk below the plane so that each of its points is a contact: the contact bound (sphere 1, capsule 2,
+    box 8, cylinder 18 points) holds what the narrow phase makes, the boxes' and capsules' exactly, so neither
+    list can overflow, and a collide launches no selection pass; with a capacity below the bound the passes
+    are back."""
+    from inertia.collision.broad_phase import shape_broad_phase
+
+    b = inertia.ModelBuilder(gravity=0.0)
+    b.add_ground_plane()
+    kinds = ["sphere", "capsule", "box", "cylinder"] * 2
+    for i, kind in enumerate(kinds):
+        body = b.add_body(xform=((0.5 * i, 0.0, -0.5), (0, 0, 0, 1)))  # well below the plane
+        add = getattr(b, f"add_shape_{kind}")
+        size = {"sphere": {"radius": 0.1}, "box": {"hx": 0.1, "hy": 0.1, "hz": 0.1},
+                "capsule": {"radius": 0.05, "half_height": 0.1}, "cylinder": {"radius": 0.05, "half_height": 0.1}}
+        add(body, collision_group=2, collision_mask=1, **size[kind])
+    model = b.finalize(device=DEVICE)
+    contacts = model.contacts()
+    launched = []
+    real = wp.launch
+
+    def note(kernel, *args, **kwargs):
+        launched.append(kernel.key)
+        return real(kernel, *args, **kwargs)
+
+    model.collision.replay.enabled = False
+    wp.launch = note
+    try:
+        model.collide(model.state(), contacts)
+    finally:
+        wp.launch = real
+    bp = shape_broad_phase(model)
+    assert bp.max_pairs == len(kinds) and bp.max_contacts == 2 * (1 + 2 + 8 + 18)
+    assert "plan_selection_kernel" not in launched and launched.count("narrow_phase_kernel") == 1
+    stored = contacts.rigid_contacts()
+    per_shape = np.bincount(np.where(stored["shape0"] == 0, stored["shape1"], stored["shape0"]), minlength=len(kinds) + 1)
+    assert contacts.counts()["rigid_contacts"] <= bp.max_contacts
+    for s, kind in enumerate(kinds, start=1):
+        assert per_shape[s] <= {"sphere": 1, "capsule": 2, "box": 8, "cylinder": 18}[kind]
+        if kind in ("sphere", "capsule", "box"):
+            assert per_shape[s] == {"sphere": 1, "capsule": 2, "box": 8}[kind], (kind, per_shape)
+    small = model.contacts(rigid_contact_max=20)  # below the 54 contacts made: overflows
+    launched.clear()
+    wp.launch = note
+    try:
+        with pytest.warns(RuntimeWarning):
+            model.collide(model.state(), small)
+    finally:
+        wp.launch = real
+    assert launched.count("plan_selection_kernel") == 1 and launched.count("narrow_phase_kernel") == 3

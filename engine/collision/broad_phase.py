@@ -473,6 +473,9 @@ class ShapeBroadPhase:
             self.values = wp.zeros(2 * max(n, 1), dtype=wp.int32)
             self.upper_keys = wp.zeros(max(n, 1), dtype=wp.int64)
             self.running_upper = wp.zeros(max(n, 1), dtype=float)
+        # how many candidates each list can ever hold (None: not bounded here): a list whose capacity holds them
+        # all never overflows, and skips the overflow selection's second and third passes
+        self.max_pairs, self.max_contacts = possible_pairs_and_contacts(model, types, flags, body)
         mesh_pairs = _mesh_mesh_pairs(model, types, flags, body)
         if mesh_pairs:
             names = ", ".join(f"({model.shape_label[a]!r}, {model.shape_label[b]!r})" for a, b in mesh_pairs[:5])
@@ -481,6 +484,72 @@ class ShapeBroadPhase:
                 f"mesh-mesh contact is not supported: the mesh shape pairs {names}{more} get no contact points. "
                 "Approximate one mesh of each pair with boxes, capsules or spheres, or filter the pair out with "
                 "collision_group / collision_mask.", RuntimeWarning)
+
+
+# more candidate pairs than this (within each world, and with the shared shapes) are not counted one by one
+PAIR_COUNT_MAX = 20_000_000
+# the most contact points a pair of a shape with a plane gets, by the shape's type (narrow_phase's table,
+# POINTS_PLANE: sphere centre; capsule end points; box corners; cylinder rims, 8 points and a searched one
+# each); a mesh: its vertices
+PLANE_PAIR_POINTS = {int(GEO_SPHERE): 1, int(GEO_CAPSULE): 2, int(GEO_BOX): 8, int(GEO_CYLINDER): 18}
+
+
+def _pairs_within(groups: np.ndarray) -> tuple:
+    """Index pairs (i < j) of positions within each run of equal values of the sorted ``groups``."""
+    n = len(groups)
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    ends = np.r_[starts[1:], n]
+    run_end = np.repeat(ends, ends - starts)  # per position: the end of its run
+    partners = run_end - np.arange(n) - 1  # positions after it in its run
+    first = np.repeat(np.arange(n), partners)
+    offsets = np.repeat(np.cumsum(partners) - partners, partners)
+    second = first + 1 + (np.arange(len(first)) - offsets)
+    return first, second
+
+
+def possible_pairs_and_contacts(model, types, flags, body) -> tuple:
+    """(pairs, contact points): how many shape pairs can pass :func:`shapes_may_collide`, and how many contact
+    points the narrow phase can make of them, at most, from the shapes as they are at the model's first
+    ``collide`` (their bodies, worlds, collision groups and masks, flags and the bodies' exclusions; every body
+    counted as dynamic, whatever its inverse mass, which a rollout may learn). The contact bound is given only
+    where every such pair has a plane (a robot or a pile of boxes on the ground), else None; both are None
+    where there are more than :data:`PAIR_COUNT_MAX` candidates to count."""
+    world = model.shape_world.numpy()
+    group = model.shape_collision_group.numpy().astype(np.int64)
+    mask = model.shape_collision_mask.numpy().astype(np.int64)
+    offsets, excluded = model.body_exclusion_offsets.numpy(), model.body_exclusions.numpy()
+    nb = max(model.body_count, 1)
+    codes = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets)) * nb + excluded
+    ids = np.flatnonzero((flags & int(SHAPE_FLAG_COLLIDE_SHAPES)) != 0)
+    shared = ids[world[ids] < 0]
+    own = ids[world[ids] >= 0]
+    own = own[np.argsort(world[own], kind="stable")]
+    sizes = np.bincount(world[own]) if len(own) else np.zeros(0, np.int64)
+    if int((sizes * (sizes - 1) // 2).sum()) + len(own) * len(shared) + len(shared) ** 2 // 2 > PAIR_COUNT_MAX:
+        return None, None
+    i1, j1 = _pairs_within(world[own])  # same world
+    i2, j2 = _pairs_within(np.zeros(len(shared), np.int64))  # shared with shared
+    a = np.concatenate([own[i1], shared[i2], np.repeat(own, len(shared))])
+    b = np.concatenate([own[j1], shared[j2], np.tile(shared, len(own))])
+    ba, bb = body[a].astype(np.int64), body[b].astype(np.int64)
+    ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
+    ok &= ((group[a] & mask[b]) != 0) & ((group[b] & mask[a]) != 0)
+    both = (ba >= 0) & (bb >= 0)
+    if len(codes):  # excluded only where the exclusion is recorded both ways (the kernel reads one)
+        ok &= ~(both & np.isin(ba * nb + bb, codes) & np.isin(bb * nb + ba, codes))
+    points = np.zeros(len(types), dtype=np.int64)
+    for t, k in PLANE_PAIR_POINTS.items():
+        points[types == t] = k
+    meshes = np.flatnonzero(types == int(GEO_MESH))  # model.shape_meshes holds their meshes in this order
+    for s, mesh in zip(meshes, model.shape_meshes):
+        points[s] = int(mesh.points.shape[0])
+    plane = types == int(GEO_PLANE)
+    with_plane = ok & (plane[a] | plane[b])
+    pairs = int(ok.sum())
+    contacts = int((points[a] + points[b])[with_plane].sum())
+    return pairs, (contacts if int(with_plane.sum()) == pairs else None)
 
 
 def _mesh_mesh_pairs(model, types, flags, body) -> list:
@@ -552,4 +621,5 @@ def detect_shape_pairs(model, state, contacts) -> None:
         wp.launch(sweep_kernel, dim=n, device=dev, record_tape=False,
                   inputs=[keep, sweep, bp.running_upper, n, overflow], outputs=[out])
 
-    overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max, most=n * (n - 1) // 2)
+    most = bp.max_pairs if bp.max_pairs is not None else n * (n - 1) // 2
+    overflow_selection(model).run(emit, contacts.rigid_pair_count, contacts.rigid_pair_max, most=most)

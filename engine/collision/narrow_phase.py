@@ -422,4 +422,5 @@ def detect_shape_contacts(model, state, contacts) -> None:
         wp.launch(narrow_phase_kernel, dim=threads, device=model.device, record_tape=False,
                   inputs=[*inputs, threads], outputs=[sink])
 
-    selection.run(emit, contacts.rigid_contact_count, contacts.rigid_contact_max)
+    selection.run(emit, contacts.rigid_contact_count, contacts.rigid_contact_max,
+                  most=shape_broad_phase(model).max_contacts)

@@ -68,7 +68,9 @@ def row(scene: str, solver: str, size, dt, settle_s: float, rounds: int, block_s
               "step": _graph(lambda: r.solver.step(s0, s1, r.control, r.contacts, r.dt))}
     wp.capture_launch(graphs["collide"])
     contacts = int(r.contacts.rigid_contact_count.numpy()[0])
-    before = s0.body_q.numpy().tobytes()
+    fields = [n for n in ("particle_q", "particle_qd", "body_q", "body_qd", "joint_q", "joint_qd")
+              if getattr(s0, n, None) is not None]
+    before = [getattr(s0, n).numpy().tobytes() for n in fields]
     probe = {k: _per_call_us(g, 20)[0] for k, g in graphs.items()}
     calls = {k: max(2, int(block_s * 1e6 / max(us, 1e-3))) for k, us in probe.items()}
     us = {k: [] for k in graphs}
@@ -78,7 +80,7 @@ def row(scene: str, solver: str, size, dt, settle_s: float, rounds: int, block_s
             t, load = _per_call_us(graphs[k], calls[k])
             us[k].append(t)
             loads.append(load)
-    unchanged = s0.body_q.numpy().tobytes() == before  # the input state: every replay starts from it
+    unchanged = [getattr(s0, n).numpy().tobytes() for n in fields] == before  # every replay starts from it
     stats = {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "samples": [round(x, 3) for x in v]}
              for k, v in us.items()}
     return {"scene": scene, "solver": solver, "size": list(r.size), "dt": r.dt, "settle_s": settle_s,

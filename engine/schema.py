@@ -144,7 +144,8 @@ MODEL_FIELDS = (
       source="derived"),
     F("shape_source_ptr", wp.uint64, "shape", "", "wp.Mesh id of mesh shapes (0 otherwise)", source="derived"),
     F("shape_label", list, "shape", "", "names (USD prims, messages)"),
-    F("shape_meshes", list, "shape", "", "the wp.Mesh objects (one per distinct mesh), kept alive with the model",
+    F("shape_meshes", list, "shape", "", "the wp.Mesh of each mesh shape, in shape order (a mesh that shapes "
+      "share: one object, listed for each), kept alive with the model",
       source="derived", length="csr"),
     F("shape_density", float, "shape", "kg/m^3", "density for the mass of bodies without one",
       source="builder_only"),

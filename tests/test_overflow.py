@@ -214,7 +214,7 @@ def test_boxes_on_too_few_contacts_stay_on_the_ground(solver, buffer, capacity):
 
 # ------------------------------------------------------------------ lists that can never overflow
 @wp.kernel
-def _filter_passes_kernel(f: ShapeFilter, n: int, out: wp.array(dtype=wp.int32)):
+def _filter_passes_kernel(f: ShapeFilter, out: wp.array(dtype=wp.int32)):
     a, b = wp.tid()
     if a < b and shapes_may_collide(f, a, b):
         wp.atomic_add(out, 0, 1)
@@ -267,7 +267,7 @@ def test_the_pair_bound_is_the_count_the_broad_phase_filter_passes(seed):
     model.body_inv_mass.assign(np.ones(model.body_count, np.float32))
     out = wp.zeros(1, dtype=wp.int32, device=DEVICE)
     n = model.shape_count
-    wp.launch(_filter_passes_kernel, dim=(n, n), inputs=[shape_filter(model), n], outputs=[out], device=DEVICE)
+    wp.launch(_filter_passes_kernel, dim=(n, n), inputs=[shape_filter(model)], outputs=[out], device=DEVICE)
     assert pairs == int(out.numpy()[0]) > 0
 
 
@@ -322,3 +322,26 @@ def test_a_robot_on_the_ground_skips_the_selection_and_keeps_its_contacts():
     finally:
         wp.launch = real
     assert launched.count("plan_selection_kernel") == 1 and launched.count("narrow_phase_kernel") == 3
+
+
+def test_reset_broad_phase_counts_again_after_masks_change_in_place():
+    """The bound is taken at the first collide; masks changed in place afterwards (the shapes may now meet each
+    other, not only the ground) are counted after ``model.collision.reset_broad_phase()``: more pairs, and no
+    contact bound (not every pair has a plane), so the selection runs again."""
+    from inertia.collision.broad_phase import shape_broad_phase
+
+    b = inertia.ModelBuilder(gravity=0.0)
+    b.add_ground_plane()
+    for i in range(3):
+        body = b.add_body(xform=((0.15 * i, 0.0, 0.05), (0, 0, 0, 1)))
+        b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, collision_group=2, collision_mask=1)
+    model = b.finalize(device=DEVICE)
+    contacts = model.contacts()
+    model.collide(model.state(), contacts)
+    bp = shape_broad_phase(model)
+    assert (bp.max_pairs, bp.max_contacts) == (3, 24)
+    model.shape_collision_mask.assign(np.full(model.shape_count, -1, np.int32))
+    model.collision.reset_broad_phase()
+    assert (bp.max_pairs, bp.max_contacts) == (6, None)  # 3 box pairs more, which have no plane
+    model.collide(model.state(), contacts)
+    assert contacts.counts()["rigid_pairs"] > 3  # the overlapping boxes' pairs are found

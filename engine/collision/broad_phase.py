@@ -473,9 +473,7 @@ class ShapeBroadPhase:
             self.values = wp.zeros(2 * max(n, 1), dtype=wp.int32)
             self.upper_keys = wp.zeros(max(n, 1), dtype=wp.int64)
             self.running_upper = wp.zeros(max(n, 1), dtype=float)
-        # how many candidates each list can ever hold (None: not bounded here): a list whose capacity holds them
-        # all never overflows, and skips the overflow selection's second and third passes
-        self.max_pairs, self.max_contacts = possible_pairs_and_contacts(model, types, flags, body)
+        self.count_possible(model)
         mesh_pairs = _mesh_mesh_pairs(model, types, flags, body)
         if mesh_pairs:
             names = ", ".join(f"({model.shape_label[a]!r}, {model.shape_label[b]!r})" for a, b in mesh_pairs[:5])
@@ -485,9 +483,16 @@ class ShapeBroadPhase:
                 "Approximate one mesh of each pair with boxes, capsules or spheres, or filter the pair out with "
                 "collision_group / collision_mask.", RuntimeWarning)
 
+    def count_possible(self, model) -> None:
+        """How many candidates each list can ever hold (None: not bounded here): a list whose capacity holds them
+        all never overflows, and skips the overflow selection's second and third passes
+        (:func:`possible_pairs_and_contacts`; again after ``model.collision.reset_broad_phase()``)."""
+        self.max_pairs, self.max_contacts = possible_pairs_and_contacts(
+            model, model.shape_type.numpy(), model.shape_flags.numpy(), model.shape_body.numpy())
+
 
 # more candidate pairs than this (within each world, and with the shared shapes) are not counted one by one
-PAIR_COUNT_MAX = 20_000_000
+PAIR_COUNT_MAX = 2_000_000  # (~100 MB of index arrays at most)
 # the most contact points a pair of a shape with a plane gets, by the shape's type (narrow_phase's table,
 # POINTS_PLANE: sphere centre; capsule end points; box corners; cylinder rims, 8 points and a searched one
 # each); a mesh: its vertices
@@ -515,7 +520,13 @@ def possible_pairs_and_contacts(model, types, flags, body) -> tuple:
     ``collide`` (their bodies, worlds, collision groups and masks, flags and the bodies' exclusions; every body
     counted as dynamic, whatever its inverse mass, which a rollout may learn). The contact bound is given only
     where every such pair has a plane (a robot or a pile of boxes on the ground), else None; both are None
-    where there are more than :data:`PAIR_COUNT_MAX` candidates to count."""
+    where there are more than :data:`PAIR_COUNT_MAX` candidates to count.
+
+    Like the plane table beside it, the bound is taken once: collision groups, masks, flags or exclusions
+    changed in place after the first ``collide`` can let more pairs through than it counted, and a list that
+    then overflows keeps an arbitrary subset instead of its deepest candidates (its count still runs past the
+    capacity, so ``Contacts.check`` warns). Set them before the first ``collide``, or call
+    ``model.collision.reset_broad_phase()`` after changing them."""
     world = model.shape_world.numpy()
     group = model.shape_collision_group.numpy().astype(np.int64)
     mask = model.shape_collision_mask.numpy().astype(np.int64)

@@ -51,8 +51,8 @@ contacts carry their own normal, so two box edges crossing at 45 degrees with
 overlap delta report delta along the edges' common normal). Contacts are not
 merged. Mesh SDFs need closed meshes.
 
-One thread per pair loops over its points and appends them with an atomic
-counter; ``rigid_contact_count`` counts every point requested, also past the
+Each pair's points are appended with an atomic counter (on a GPU one thread per pair slot; on a CPU one
+thread loops over the pairs found, :func:`pair_threads`); ``rigid_contact_count`` counts every point requested, also past the
 capacity, so ``Contacts.check_overflow`` reports an undersized buffer, and the
 list is then filled with the deepest points instead (``selection.py``).
 

@@ -60,6 +60,11 @@ class Replay:
         self._seen: OrderedDict = OrderedDict()  # key -> weak references to its held objects, or PLAIN_ONLY
         self.counts = {"plain": 0, "captured": 0, "replayed": 0, "failed": 0, "wasted": 0}
 
+    def clear(self) -> None:
+        """Forget every captured graph and seen signature (what they froze no longer holds); settings stay."""
+        self._graphs.clear()
+        self._seen.clear()
+
     def active(self) -> bool:
         """Whether calls may replay now (not under a recording tape, not inside another capture)."""
         return self.enabled and recording_tape() is None and not self.device.is_capturing

@@ -259,11 +259,11 @@ def test_the_pair_bound_is_the_count_the_broad_phase_filter_passes(seed):
     whose capacity holds them all skips the overflow selection's passes 2 and 3); here the Warp filter itself,
     ``shapes_may_collide``, is evaluated on every pair of random scenes, with every body dynamic (the bound counts
     every body as dynamic): the same count."""
-    from inertia.collision.broad_phase import possible_pairs_and_contacts, shape_filter
+    from inertia.collision.broad_phase import shape_filter
+    from inertia.collision.candidate_bounds import possible_pairs_and_contacts
 
     model = _random_scene(seed)
-    types, flags, body = (model.shape_type.numpy(), model.shape_flags.numpy(), model.shape_body.numpy())
-    pairs, _ = possible_pairs_and_contacts(model, types, flags, body)
+    pairs, _ = possible_pairs_and_contacts(model)
     model.body_inv_mass.assign(np.ones(model.body_count, np.float32))
     out = wp.zeros(1, dtype=wp.int32, device=DEVICE)
     n = model.shape_count

@@ -4,7 +4,7 @@ idle threads cost per step on this device.
 A step's contact kernels are launched with ``dim`` = a capacity (``Contacts.rigid_contact_max``, ...); each
 thread past the live count (``contacts.*_count[0]``, on the device) returns at once. (On a CPU the narrow
 phase, the XPBD mass splitting and the solvers' shape-shape contact kernels instead run one thread looping over
-what was found, ``rigid_contact_threads`` / ``narrow_phase.pair_threads``, so they are not listed there.) A launch dimension cannot
+what was found, ``contact_geometry.list_threads``, so they are not listed there.) A launch dimension cannot
 come from a device value without a host read, which a captured step cannot make.
 
 For each scene: warm-up steps (contacts develop), then one ``collide`` + ``step`` from state ``a`` into ``b``

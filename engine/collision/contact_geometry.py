@@ -34,10 +34,23 @@ class RigidContacts:
 rigid_contacts = ArgBundle(RigidContacts, "rigid_contact_", capacity="rigid_contact_max")
 
 
+def list_threads(device, capacity: int) -> int:
+    """Threads of a kernel that loops over what a list of ``capacity`` slots holds, each taking every n-th stored
+    entry (n = the threads: a ``stride`` argument; 0: nothing to launch). On a GPU one per slot (each thread at
+    most one entry, as a launch over the capacity). On a CPU one: Warp runs a CPU launch's threads one after
+    another, so one thread looping over the entries found does the same work in the same order (the same bits),
+    without a call per empty slot. Those calls were most of a contact stage where the list is mostly empty: the
+    32-link chain's 2,304 contact slots through 16 launches a step of the SemiImplicitSolver, its 288 pair slots
+    in each of the narrow phase's three launches (~5 us a launch of a ~20 us ``collide``)."""
+    if capacity <= 0:
+        return 0
+    return capacity if wp.get_device(device).is_cuda else 1
+
+
 @wp.func
 def stored_contact_count(contacts: RigidContacts):
     """How many contacts ``contacts`` holds: its count, capped at the capacity (the count goes on past it when
-    the list overflows). The solvers' contact kernels loop over this many (``rigid_contact_threads``)."""
+    the list overflows). The solvers' contact kernels loop over this many (:func:`list_threads`)."""
     return wp.min(contacts.count[0], contacts.capacity)
 
 

@@ -52,7 +52,7 @@ overlap delta report delta along the edges' common normal). Contacts are not
 merged. Mesh SDFs need closed meshes.
 
 Each pair's points are appended with an atomic counter (on a GPU one thread per pair slot; on a CPU one
-thread loops over the pairs found, :func:`pair_threads`); ``rigid_contact_count`` counts every point requested, also past the
+thread loops over the pairs found, ``contact_geometry.list_threads``); ``rigid_contact_count`` counts every point requested, also past the
 capacity, so ``Contacts.check_overflow`` reports an undersized buffer, and the
 list is then filled with the deepest points instead (``selection.py``).
 
@@ -69,6 +69,7 @@ import warp as wp
 
 from ..types import GEO_BOX, GEO_CAPSULE, GEO_CYLINDER, GEO_MESH, GEO_PLANE, GEO_SPHERE
 from .box_box import box_box_contacts
+from .contact_geometry import list_threads
 from .contact_sink import ContactSink, PairList, append_contact, make_sink, rigid_pairs, stored_pair_count
 from .sdf import ShapeGeometry, shape_geometry, shape_sdf_world
 from .selection import overflow_idle, overflow_selection
@@ -387,21 +388,12 @@ def narrow_phase_kernel(
     # Data out:
     sink: ContactSink,
 ):
-    """Thread t takes pairs t, t + threads, ... of the pairs found (:func:`pair_threads`)."""
+    """Thread t takes pairs t, t + threads, ... of the pairs found (``contact_geometry.list_threads``)."""
     t = wp.tid()
     if overflow_idle(sink.overflow, sink.contacts.count, sink.contacts.capacity):
         return
     for i in range(t, stored_pair_count(pairs), threads):
         pair_contacts(shapes, body_q, sink, pairs.pairs[i][0], pairs.pairs[i][1])
-
-
-def pair_threads(device, capacity: int) -> int:
-    """Threads of a narrow-phase launch over a pair list of ``capacity`` slots: one per slot on a GPU, one on a
-    CPU. Warp runs a CPU launch's threads one after another, so one thread looping over the pairs found makes
-    the same contacts in the same order (the same bits) without a call per empty slot: the 32-link chain's
-    288 slots, mostly empty, in each of the selection's three launches, were ~5 us a launch of its ~20 us
-    ``collide`` (benchmarks/README.md)."""
-    return capacity if wp.get_device(device).is_cuda else 1
 
 
 def detect_shape_contacts(model, state, contacts) -> None:
@@ -415,7 +407,7 @@ def detect_shape_contacts(model, state, contacts) -> None:
     inputs = [shape_geometry(model), state.body_q, rigid_pairs(contacts)]
     selection = overflow_selection(model)
     sink = make_sink(model, contacts, selection.passes[0])  # made once (a struct costs ~20 us): passes swap in
-    threads = pair_threads(model.device, contacts.rigid_pair_max)
+    threads = list_threads(model.device, contacts.rigid_pair_max)
 
     def emit(overflow):
         sink.overflow = overflow

@@ -118,13 +118,13 @@ class CollisionPipeline:
         return self._broad_phase
 
     def reset_broad_phase(self) -> None:
-        """Count again which shape pairs and contacts can exist (``broad_phase.possible_pairs_and_contacts``) after
+        """Count again which shape pairs and contacts can exist (``candidate_bounds.possible_pairs_and_contacts``) after
         collision groups, masks, flags or exclusions were changed in place, and drop this pipeline's replayed
         graphs (they froze whether the overflow selection runs). A graph of your own that holds a ``collide``
         must be captured again too."""
         if self._broad_phase is not None:
             self._broad_phase.count_possible(self.model)
-        self.replay = Replay(self.model.device)
+        self.replay.clear()
 
     def cell_list(self, grid_dim: int):
         """The particle cell list with ``grid_dim^3`` buckets (allocates on first use: not inside a capture)."""

@@ -28,7 +28,7 @@ costs two extra launches and one of a single thread (none when its capacity hold
 model can have: the default ``soft_contact_max`` with up to four shapes; the shape pairs when
 ``rigid_pair_max`` holds every pair the broad phase's filter can pass, and the contacts too where each of
 those pairs has a plane, such as robots that do not collide with themselves on the ground,
-``broad_phase.possible_pairs_and_contacts``); nothing is read back to
+``candidate_bounds.possible_pairs_and_contacts``); nothing is read back to
 the host and nothing branches on the host, so detection stays capturable. The scratch (the histogram, its
 octave sums and four counters) belongs to the model's collision pipeline and serves its lists in turn.
 

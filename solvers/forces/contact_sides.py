@@ -15,7 +15,7 @@ from typing import NamedTuple
 import warp as wp
 
 from ...autodiff.backward_code import on_demand
-from ...collision.contact_geometry import RigidContacts
+from ...collision.contact_geometry import RigidContacts, list_threads
 from ...collision.particle_shape import SoftContacts
 from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, type_tag
 
@@ -40,18 +40,8 @@ def contact_threads(model, data) -> ContactThreads:
                           contacts.rigid_contact_max if model.body_count else 0)
 
 
-def rigid_contact_threads(device, capacity: int) -> int:
-    """Threads of a shape-shape contact kernel, each taking every n-th stored contact (n = the threads:
-    ``stride``, ``stored_contact_count``), for a contact list of ``capacity`` slots (0: nothing to launch).
-
-    On a GPU one per slot (each thread at most one contact, as a launch over the capacity). On a CPU one:
-    Warp runs a CPU launch's threads one after another, so one thread looping over the contacts found does
-    the same work in the same order (the same bits), without a call per empty slot. Those calls were most of
-    a contact stage where the list is mostly empty: the 32-link chain's 2,304 slots, empty in most steps,
-    through 16 launches a step of the SemiImplicitSolver (two substeps of eight)."""
-    if capacity <= 0:
-        return 0
-    return capacity if wp.get_device(device).is_cuda else 1
+# threads of a shape-shape contact kernel looping over the contacts found (one on a CPU, one per slot on a GPU)
+rigid_contact_threads = list_threads
 
 
 def kernel_per_shape_types(build):

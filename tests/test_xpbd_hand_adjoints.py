@@ -141,3 +141,89 @@ def test_a_checked_rollout_checks_the_hand_adjoints_and_names_their_kernel():
     # bending's, writing the start positions' gradient): found, and named by its forward kernel
     with pytest.raises(inertia.NonFiniteError, match=r"kernel 'solve_(bending|triangle)_constraints_kernel' at frame 1"):
         grad(True, scale=3.0e38)
+
+
+def test_plane_contact_hand_adjoint_matches_warps_generated_adjoint():
+    """The static-plane contact's hand-written adjoint (``particle_contacts.solve_plane_contacts_adjoint_kernel``)
+    against Warp's generated adjoint of the same forward kernel: a tilted plane (its normal not an axis), particles
+    in every case the forward kernel has: sticking and sliding friction, an overlap that the max depenetration
+    push limits (the other side of the min), a pinned particle and one above the plane (no contact)."""
+    from inertia.autodiff.backward_code import enable_gradients
+    from inertia.collision.particle_shape import soft_contacts
+    from inertia.collision.sdf import shape_geometry
+    from inertia.solvers.constraints import particle_contacts as pc
+
+    enable_gradients()  # the forward kernel's module with its generated adjoint: the reference
+    b = inertia.ModelBuilder(gravity=0.0)
+    tilt = wp.quat_from_axis_angle(wp.normalize(wp.vec3(1.0, 2.0, 0.0)), 0.3)
+    b.add_shape_plane(xform=wp.transform(wp.vec3(0.1, -0.2, 0.05), tilt), mu=0.4)
+    rng = np.random.default_rng(11)
+    n_particles = 24
+    for i in range(n_particles):
+        b.add_particle(tuple(rng.uniform(-0.5, 0.5, 3)), (0.0, 0.0, 0.0), 0.0 if i == 3 else rng.uniform(0.05, 0.2),
+                       radius=0.05)
+    model = b.finalize(device=DEVICE, requires_grad=True)
+    normal = np.array(wp.quat_rotate(tilt, wp.vec3(0.0, 0.0, 1.0)))
+    origin = np.array([0.1, -0.2, 0.05])
+    # the particles put on the plane: depth 0.01-0.04 m (one high above: no contact), tangential motions small
+    # (sticking: within mu * push) or large (sliding), normal motions into the plane (a made contact) or out of
+    # it by more than max_push allows (an old overlap: push limited by the max depenetration, min's other side)
+    x0 = rng.uniform(-0.5, 0.5, (n_particles, 3))
+    x0 -= np.outer((x0 - origin) @ normal, normal)
+    depth = rng.uniform(0.01, 0.04, n_particles)
+    depth[5] = -0.5
+    tangent = np.cross(normal, [1.0, 0.0, 0.0])
+    tangent /= np.linalg.norm(tangent)
+    slide = np.where(np.arange(n_particles) % 2 == 0, 1.0e-3, 5.0e-2)
+    along = np.where(np.arange(n_particles) % 3 == 0, 0.03, -0.01)
+    dxs = np.outer(slide, tangent) + np.outer(along, normal) * -1.0
+    x_end = x0 + np.outer(0.05 - depth, normal)
+    x_start = x_end - dxs
+    q = wp.array(x_start, dtype=wp.vec3, device=DEVICE, requires_grad=True)
+    dx = wp.array(dxs, dtype=wp.vec3, device=DEVICE, requires_grad=True)
+    contacts = model.contacts()
+    state = model.state()
+    state.particle_q.assign(x_end.astype(np.float32))
+    model.collide(state, contacts)
+    count = int(contacts.soft_contact_count.numpy()[0])
+    assert count == n_particles - 1  # every particle but the one high above
+    max_push = 0.02
+    empty = model.body_q if model.body_count else wp.zeros(0, dtype=wp.transform, device=DEVICE)
+    inputs = [model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
+              model.body_inv_inertia, shape_geometry(model), model.shape_material_mu, q, soft_contacts(contacts), dx,
+              empty, empty, wp.zeros(0, dtype=float, device=DEVICE), max_push]
+    outputs = [wp.zeros(n_particles, dtype=wp.vec3, device=DEVICE, requires_grad=True),
+               wp.zeros(0, dtype=wp.spatial_vector, device=DEVICE, requires_grad=True)]
+    kernel = pc.solve_shape_contacts_kernel_for(pc.PLANES)
+    seed = rng.normal(size=(n_particles, 3)).astype(np.float32)
+    wanted = {"radius": model.particle_radius, "mu": model.shape_material_mu, "x_start": q, "dx": dx}
+
+    def grads(hand: bool):
+        for a in wanted.values():
+            a.grad.zero_()
+        outputs[0].zero_()
+        tape = wp.Tape()
+        with tape:
+            if hand:
+                hand_adjoint.launch(kernel, pc.solve_plane_contacts_adjoint_kernel, contacts.soft_contact_max,
+                                    inputs, outputs, DEVICE)
+            else:
+                wp.launch(kernel, dim=contacts.soft_contact_max, inputs=inputs, outputs=outputs, device=DEVICE)
+        outputs[0].grad.assign(seed)
+        tape.backward()
+        return outputs[0].numpy().copy(), {k: a.grad.numpy().astype(np.float64).copy() for k, a in wanted.items()}
+
+    delta_ref, ref = grads(False)
+    delta_got, got = grads(True)
+    np.testing.assert_array_equal(delta_got, delta_ref)  # the same forward kernel
+    # the cases are there: sliding and sticking, both sides of the min (pushes of the depth and of max_push)
+    n_dot = dxs @ normal
+    limited = depth > max_push - n_dot
+    assert limited[np.arange(n_particles) != 5].any() and (~limited[np.arange(n_particles) != 5]).any()
+    for name, r in ref.items():
+        scale = np.abs(r).max()
+        assert scale > 0.0, f"d/d{name}: the reference is all zero (a weak test)"
+        # the same products summed in another order (and the plane's normal applied directly rather than
+        # through the inverse transform's adjoint): a few float32 ulps of the largest entry; 1e-5 as above
+        err = np.abs(got[name] - r).max()
+        assert err <= 1e-5 * scale, f"d/d{name}: max error {err:.3g} of {scale:.3g}"

@@ -36,6 +36,7 @@ import torch
 import warp as wp
 
 from ..autodiff.backward_code import enable_gradients
+from ..autodiff.denormals import FlushDenormals
 from ..diagnostics import NonFiniteError, first_nonfinite
 from ..replay import plain_calls
 from ..types import JOINT_BALL, JOINT_FREE
@@ -184,6 +185,8 @@ class Rollout(RolloutSizing):
         self._frame_control = wp.zeros(max(1, self.layout.control_size), dtype=float, device=model.device)
         self._point_control(self._control, self._frame_control)
         self._graphs: dict = {}  # captured graphs, by what they run
+        # the backward passes' kernels run with denormals flushed to zero on a CPU (autodiff/denormals.py)
+        self._flush = FlushDenormals(model.device)
         self._warm: set = set()  # what has run once uncaptured (modules loaded, per-state buffers allocated)
         self._seg_states = None  # allocated at the first backward pass, then reused
         self.last_contact_peak = None  # largest contact counts of the last forward pass
@@ -508,7 +511,7 @@ class Rollout(RolloutSizing):
                     layout.copy_grad_in(st, g_w[row])
             if norms is None and not self.check_finite and f1 - f0 == k:
                 # a full-length segment: always the same kernels on the same buffers, so capturable
-                self._run("segment", lambda f0=f0, f1=f1: self._record_segment(f0, f1)[0].backward())
+                self._run("segment", lambda f0=f0, f1=f1: self._backward_segment(f0, f1))
             else:
                 self._run_backward(self._record_segment(f0, f1), f0, f1, norms)
             layout.copy_grad_out(carry, states[0])
@@ -524,7 +527,17 @@ class Rollout(RolloutSizing):
             grads[name] = g.reshape(value.shape)
         return wp.to_torch(carry).clone().to(x0.device), grad_u, grads
 
+    def _backward_segment(self, f0: int, f1: int) -> None:
+        """Re-simulate frames [f0, f1) on one tape and run it backwards (a full segment's captured work)."""
+        tape = self._record_segment(f0, f1)[0]
+        with self._flush:
+            tape.backward()
+
     def _run_backward(self, tapes, f0, f1, norms) -> None:
+        with self._flush:
+            self._run_backward_tapes(tapes, f0, f1, norms)
+
+    def _run_backward_tapes(self, tapes, f0, f1, norms) -> None:
         S = self.substeps
         if len(tapes) == 1 and norms is None and not self.check_finite:
             tapes[0].backward()

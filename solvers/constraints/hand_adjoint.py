@@ -65,4 +65,5 @@ def launch(kernel, adjoint, dim: int, inputs: list, outputs: list, device) -> No
         return
     wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False)
     tape.record_func(HandAdjoint(kernel, adjoint, dim, inputs, outputs, device),
-                     arrays=[a for a in (*inputs, *outputs) if isinstance(a, wp.array) and a.grad is not None])
+                     arrays=[a for a in (*inputs, *outputs)  # (Warp refuses an empty array's gradient here)
+                             if isinstance(a, wp.array) and a.grad is not None and a.size > 0])

@@ -40,9 +40,11 @@ import warp as wp
 from ...autodiff.backward_code import on_demand
 from ...collision.contact_sink import PairList, stored_pair_count
 from ...collision.particle_shape import SoftContacts
-from ...collision.sdf import ShapeGeometry, shape_types
+from ...collision.sdf import ShapeGeometry, shape_sdf_at_for, shape_types
+from ...types import GEO_PLANE
 from ..forces.contact_sides import contact_threads, kernel_per_shape_types, soft_contact_sides
 from ..step_data import stage
+from . import hand_adjoint
 from .body_frames import (
     add_positional,
     body_frame,
@@ -158,6 +160,100 @@ def _solve_shape_contacts_kernel(sdf_at, tag: str):
 solve_shape_contacts_kernel_for = kernel_per_shape_types(_solve_shape_contacts_kernel)
 
 
+PLANES = frozenset((GEO_PLANE,))
+_plane_sdf_at = shape_sdf_at_for(PLANES)
+
+
+@wp.kernel(enable_backward=False, module=hand_adjoint.module_of(__name__))
+def solve_plane_contacts_adjoint_kernel(
+    # Model:
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    shapes: ShapeGeometry,
+    shape_mu: wp.array(dtype=float),
+    # Data in:
+    x_start: wp.array(dtype=wp.vec3),
+    contacts: SoftContacts,
+    dx: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_motion: wp.array(dtype=wp.transform),
+    body_split: wp.array(dtype=float),
+    # In:
+    max_push: float,
+    adj_delta: wp.array(dtype=wp.vec3),
+    adj_body_delta: wp.array(dtype=wp.spatial_vector),
+    # Data out:
+    adj_radius: wp.array(dtype=float),
+    adj_inv_mass: wp.array(dtype=float),
+    adj_body_com: wp.array(dtype=wp.vec3),
+    adj_body_inv_mass: wp.array(dtype=float),
+    adj_body_inv_inertia: wp.array(dtype=wp.mat33),
+    adj_shape_mu: wp.array(dtype=float),
+    adj_x_start: wp.array(dtype=wp.vec3),
+    adj_dx: wp.array(dtype=wp.vec3),
+    adj_body_q: wp.array(dtype=wp.transform),
+    adj_body_motion: wp.array(dtype=wp.transform),
+    adj_body_split: wp.array(dtype=float),
+):
+    """Hand-written adjoint of ``solve_shape_contacts_kernel_plane`` for a model whose shapes are all static
+    planes (:func:`solve_shape_contacts` checks it; the body arguments are unused then, as in the forward
+    kernel's static branch). Warp's generated adjoint cost 3.0x the forward kernel (it replays the forward,
+    then each function's forward again inside its adjoint); this computes the forward values once and
+    reverses them: the plane's distance is the particle's height along the world normal n (constant), so
+    d depth / d x = -n. ``adj_delta`` is the gradient of the corrections the forward kernel added into (read);
+    the rest are added into (None: skipped), as in :mod:`.hand_adjoint`."""
+    c = wp.tid()
+    if c >= contacts.count[0]:
+        return
+    p, s, b = soft_contact_sides(contacts, shapes, c)
+    if inv_mass[p] == 0.0 or not adj_delta:
+        return
+    r = radius[p]
+    xp = x_start[p] + dx[p]
+    sd = _plane_sdf_at(shapes, s, shapes.transform[s], xp, 2.0 * r + 1.0)
+    n = wp.vec3(sd[0], sd[1], sd[2])
+    motion = dx[p]
+    depth = r - sd[3]
+    free = max_push - wp.dot(n, motion)
+    push = wp.min(depth, free)
+    if push <= 0.0:
+        return
+    mu = shape_mu[s]
+    motion_t = motion - n * wp.dot(n, motion)
+    limit = mu * push
+    lt = wp.length(motion_t)
+    # corr = n push - friction_correction(motion_t, limit); delta[p] += corr
+    a = adj_delta[p]
+    adj_push = wp.dot(n, a)
+    adj_mt = -a
+    if lt > limit:
+        # friction_correction = motion_t q, q = limit / lt: adj q = -a . motion_t
+        q = limit / lt
+        adj_q = -wp.dot(a, motion_t)
+        adj_mt = -a * q - motion_t * (adj_q * q / (lt * lt))
+        adj_limit = adj_q / lt
+        adj_push += mu * adj_limit
+        if adj_shape_mu:
+            wp.atomic_add(adj_shape_mu, s, push * adj_limit)
+    # motion_t = motion - n (n . motion)
+    adj_motion = adj_mt - n * wp.dot(n, adj_mt)
+    # push = min(depth, free): Warp's adjoint of min sends a tie to its second argument
+    adj_x = wp.vec3(0.0)
+    if depth < free:
+        adj_x = n * (-adj_push)  # depth = r - n . (x - plane point)
+        if adj_radius:
+            wp.atomic_add(adj_radius, p, adj_push)
+    else:
+        adj_motion -= n * adj_push
+    if adj_x_start:
+        wp.atomic_add(adj_x_start, p, adj_x)
+    if adj_dx:
+        wp.atomic_add(adj_dx, p, adj_x + adj_motion)
+
+
 @wp.func
 def solve_particle_pair(
     x_start: wp.array(dtype=wp.vec3),
@@ -223,12 +319,17 @@ def solve_shape_contacts(model, data, k: int) -> None:
         return
     b, state_in = data.buffers, data.state_in
     rows = b.rows
-    wp.launch(solve_shape_contacts_kernel_for(shape_types(model)), dim=threads, device=model.device,
-              inputs=[model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
-                      model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
-                      data.soft_contacts, rows.dx[k], rows.body_q[k], rows.body_motion[k], b.split,
-                      data.solver.max_depenetration_velocity * data.dt],
-              outputs=[rows.delta[k], rows.body_delta[k]])
+    types = shape_types(model)
+    kernel = solve_shape_contacts_kernel_for(types)
+    inputs = [model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
+              model.body_inv_inertia, data.shapes, model.shape_material_mu, state_in.particle_q,
+              data.soft_contacts, rows.dx[k], rows.body_q[k], rows.body_motion[k], b.split,
+              data.solver.max_depenetration_velocity * data.dt]
+    outputs = [rows.delta[k], rows.body_delta[k]]
+    if types == PLANES and model.body_count == 0:  # static planes only: a hand-written adjoint
+        hand_adjoint.launch(kernel, solve_plane_contacts_adjoint_kernel, threads, inputs, outputs, model.device)
+    else:
+        wp.launch(kernel, dim=threads, device=model.device, inputs=inputs, outputs=outputs)
 
 
 @stage("particle-particle contact")

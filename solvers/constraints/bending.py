@@ -89,12 +89,12 @@ def _dihedral_angle_adjoint(x1: wp.vec3, x2: wp.vec3, x3: wp.vec3, x4: wp.vec3, 
     adj_x4 = d4 * adj_theta - e_hat * (adj_s1 + adj_s2)
     # e^ = e / |e|
     adj_hat = (x1 - x4) * adj_s1 + (x2 - x4) * adj_s2 + (x1 - x3) * adj_t1 + (x2 - x3) * adj_t2
-    adj_e = (adj_hat - e_hat * wp.dot(e_hat, adj_hat)) / e_len + e_hat * adj_len
+    adj_e = (adj_hat - e_hat * wp.dot(e_hat, adj_hat)) * (1.0 / e_len) + e_hat * adj_len
     adj_x4 += adj_e
     adj_x3 -= adj_e
     # a = n / |n|^2
-    adj_n1 = (adj_a1 - a1 * (2.0 * wp.dot(n1, adj_a1))) / q1
-    adj_n2 = (adj_a2 - a2 * (2.0 * wp.dot(n2, adj_a2))) / q2
+    adj_n1 = (adj_a1 - a1 * (2.0 * wp.dot(n1, adj_a1))) * (1.0 / q1)  # one division, not three
+    adj_n2 = (adj_a2 - a2 * (2.0 * wp.dot(n2, adj_a2))) * (1.0 / q2)
     # n1 = (x3 - x1) x (x4 - x1), n2 = (x4 - x2) x (x3 - x2)
     u1 = wp.cross(x4 - x1, adj_n1)
     v1 = wp.cross(adj_n1, x3 - x1)

@@ -75,18 +75,20 @@ def damped_multiplier_partials(c: float, lam: float, wsum: float, rate: float, k
             alpha_t = 1.0 / beta
             gamma = damping * alpha_t
             den = (1.0 + gamma) * wsum + alpha_t
-            dlam = s * (-c - alpha_t * lam - gamma * rate) / den
-            d_state = wp.vec4(-s / den, -s * alpha_t / den, -dlam * (1.0 + gamma) / den, -s * gamma / den)
-            d_alpha = (-s * lam - dlam) / den
-            d_gamma = (-s * rate - dlam * wsum) / den
+            dlam = s * (-c - alpha_t * lam - gamma * rate) / den  # the forward's division: its bits
+            inv = 1.0 / den  # the partials by one reciprocal (divisions are most of their cost)
+            d_state = wp.vec4(-s * inv, -s * alpha_t * inv, -dlam * (1.0 + gamma) * inv, -s * gamma * inv)
+            d_alpha = (-s * lam - dlam) * inv
+            d_gamma = (-s * rate - dlam * wsum) * inv
             d_beta = -(d_alpha + d_gamma * damping) * alpha_t * alpha_t
             d_damping = d_gamma * alpha_t
         else:
             den = (beta + damping) * wsum + 1.0
             dlam = s * (-beta * c - lam - damping * rate) / den
-            d_state = wp.vec4(-s * beta / den, -s / den, -dlam * (beta + damping) / den, -s * damping / den)
-            d_beta = (-s * c - dlam * wsum) / den
-            d_damping = (-s * rate - dlam * wsum) / den
+            inv = 1.0 / den
+            d_state = wp.vec4(-s * beta * inv, -s * inv, -dlam * (beta + damping) * inv, -s * damping * inv)
+            d_beta = (-s * c - dlam * wsum) * inv
+            d_damping = (-s * rate - dlam * wsum) * inv
         d_material = wp.vec3(d_beta * measure * dt * dt, d_beta * k * dt * dt + d_damping * kd * dt,
                              d_damping * measure * dt)
     return dlam, d_state, d_material

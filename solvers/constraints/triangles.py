@@ -184,8 +184,9 @@ def triangle_constraints_adjoint_kernel(
     # stretch: C = |F|, dC/dF = F / |F|
     adj_cd = dd[0] * adj_dld
     proj = wp.dot(p0, adj_pd0) + wp.dot(p1, adj_pd1)
-    adj_f0 = (adj_pd0 - p0 * proj) / cd + p0 * adj_cd
-    adj_f1 = (adj_pd1 - p1 * proj) / cd + p1 * adj_cd
+    inv_cd = 1.0 / cd  # one division, not six
+    adj_f0 = (adj_pd0 - p0 * proj) * inv_cd + p0 * adj_cd
+    adj_f1 = (adj_pd1 - p1 * proj) * inv_cd + p1 * adj_cd
     # area: c = f0 x f1, J = |c|, n = c / max(J, 1e-12), dJ/df0 = f1 x n, dJ/df1 = n x f0
     adj_ratio = da[0] * adj_dla
     c = wp.cross(f0, f1)
@@ -195,7 +196,7 @@ def triangle_constraints_adjoint_kernel(
     adj_n = wp.cross(adj_dj0, f1) + wp.cross(f0, adj_dj1)
     adj_c = wp.vec3(0.0)
     if ratio > 1.0e-12:
-        adj_c = (adj_n - n * wp.dot(n, adj_n)) / ratio + n * adj_ratio
+        adj_c = (adj_n - n * wp.dot(n, adj_n)) * (1.0 / ratio) + n * adj_ratio
     else:
         adj_c = adj_n / 1.0e-12
         if ratio > 0.0:

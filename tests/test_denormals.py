@@ -105,7 +105,7 @@ def test_flush_recorded_in_a_captured_graph():
 
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("INERTIA_FLUSH_DENORMALS", "0")
-    assert FlushDenormals(DEVICE).saved is None
+    assert FlushDenormals(DEVICE).store is None
 
 
 def test_rollout_gradient_of_a_cloth_at_rest_unchanged_by_the_flush():
@@ -125,7 +125,7 @@ def test_rollout_gradient_of_a_cloth_at_rest_unchanged_by_the_flush():
         r = inertia.Rollout(model, solver, frames=4, frame_dt=1.0 / 60.0, substeps=5, checkpoint_every=2,
                             output="final")
         if not flush:
-            r._flush.saved = None
+            r._flush.store = None
         q = q0.clone().requires_grad_(True)
         x, _ = r(q, torch.zeros_like(q0))
         loss = (x * w).sum()

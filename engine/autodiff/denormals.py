@@ -74,11 +74,11 @@ class FlushDenormals:
         self.device = wp.get_device(device)
         bits = FLUSH_BITS.get(platform.machine().lower())
         on = self.device.is_cpu and bits is not None and flush_enabled()
-        self.saved = wp.array([bits], dtype=wp.int32, device=self.device) if on else None
+        self.store = wp.array([bits], dtype=wp.int32, device=self.device) if on else None
 
     def _swap(self) -> None:
-        if self.saved is not None:
-            wp.launch(swap_flush_bits_kernel, dim=1, inputs=[self.saved], device=self.device, record_tape=False)
+        if self.store is not None:
+            wp.launch(swap_flush_bits_kernel, dim=1, inputs=[self.store], device=self.device, record_tape=False)
 
     def __enter__(self):
         self._swap()

@@ -23,7 +23,7 @@ from .kinematics import eval_fk, eval_ik
 from .model import Model
 from .rollout.params import DIFFERENTIABLE_PARAMS
 from .simulator import Simulator
-from .solvers import FeatherstoneSolver, SemiImplicitSolver, SolverBase, XPBDSolver
+from .solvers import SemiImplicitSolver, SolverBase, XPBDSolver
 from .state import Control, State
 
 __version__ = "0.1.0"
@@ -32,6 +32,10 @@ precompiled_header.install()  # Warp's CPU precompiled header, kept beside the k
 
 
 def __getattr__(name):
+    if name == "FeatherstoneSolver":  # its 59 kernels and functions: import time a particle scene need not pay
+        from .solvers import FeatherstoneSolver
+
+        return FeatherstoneSolver
     if name == "Rollout":  # torch
         from .rollout.rollout import Rollout
 

@@ -110,8 +110,8 @@ def test_switched_off_by_environment(monkeypatch):
 
 def test_rollout_gradient_of_a_cloth_at_rest_unchanged_by_the_flush():
     """A cloth lying on the ground (where the bending adjoint's denormals come from) through a checkpointed XPBD
-    rollout: the flushed values are far below anything the gradient sums, so the gradient keeps its bits, and a
-    denormal-free reference (the flush switched off) is the same array."""
+    rollout, with the flush and without it (gradual underflow: the reference, whose denormals the MXCSR underflow
+    flag witnesses): the flushed values are below 1.2e-38, far below the float32 rounding of any gradient entry."""
     b = inertia.ModelBuilder()
     b.add_ground_plane(mu=0.5)
     b.add_cloth_grid(6, 6, pos=(-0.3, -0.3, 0.02), cell_x=0.1, cell_y=0.1, mass=0.05, tri_ke=1.0e3, tri_ka=1.0e3,
@@ -137,4 +137,7 @@ def test_rollout_gradient_of_a_cloth_at_rest_unchanged_by_the_flush():
     if X86 and wp.get_device(DEVICE).is_cpu:
         assert underflowed, "the unflushed backward pass made no denormal: this scene no longer tests the flush"
     assert np.isfinite(g_flush).all() and np.abs(g_flush).max() > 0.0
-    np.testing.assert_array_equal(g_flush, g_plain)
+    # a flushed value changes a sum only where the sum itself is below ~1e-31, so the two can differ by no more
+    # than float32 rounding of the largest entry (they were bitwise equal here; 1e-6 of it leaves room for a host
+    # whose rounding puts some tiny intermediate sum on the other side)
+    np.testing.assert_allclose(g_flush, g_plain, rtol=0.0, atol=1e-6 * np.abs(g_plain).max())

@@ -176,7 +176,7 @@ def test_plane_contact_hand_adjoint_matches_warps_generated_adjoint():
     tangent /= np.linalg.norm(tangent)
     slide = np.where(np.arange(n_particles) % 2 == 0, 1.0e-3, 5.0e-2)
     along = np.where(np.arange(n_particles) % 3 == 0, 0.03, -0.01)
-    dxs = np.outer(slide, tangent) + np.outer(along, normal) * -1.0
+    dxs = np.outer(slide, tangent) - np.outer(along, normal)
     x_end = x0 + np.outer(0.05 - depth, normal)
     x_start = x_end - dxs
     q = wp.array(x_start, dtype=wp.vec3, device=DEVICE, requires_grad=True)
@@ -188,7 +188,7 @@ def test_plane_contact_hand_adjoint_matches_warps_generated_adjoint():
     count = int(contacts.soft_contact_count.numpy()[0])
     assert count == n_particles - 1  # every particle but the one high above
     max_push = 0.02
-    empty = model.body_q if model.body_count else wp.zeros(0, dtype=wp.transform, device=DEVICE)
+    empty = wp.zeros(0, dtype=wp.transform, device=DEVICE)  # no bodies: the static branch only
     inputs = [model.particle_radius, model.particle_inv_mass, model.body_com, model.body_inv_mass,
               model.body_inv_inertia, shape_geometry(model), model.shape_material_mu, q, soft_contacts(contacts), dx,
               empty, empty, wp.zeros(0, dtype=float, device=DEVICE), max_push]

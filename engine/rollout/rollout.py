@@ -534,13 +534,10 @@ class Rollout(RolloutSizing):
             tape.backward()
 
     def _run_backward(self, tapes, f0, f1, norms) -> None:
-        with self._flush:
-            self._run_backward_tapes(tapes, f0, f1, norms)
-
-    def _run_backward_tapes(self, tapes, f0, f1, norms) -> None:
         S = self.substeps
         if len(tapes) == 1 and norms is None and not self.check_finite:
-            tapes[0].backward()
+            with self._flush:
+                tapes[0].backward()
             return
         # One tape per step. Warp's adjoint of an array store consumes (zeroes) the stored
         # element's gradient, so a frame's adjoint is read just before the backward pass of the
@@ -548,10 +545,11 @@ class Rollout(RolloutSizing):
         for j in reversed(range(len(tapes))):
             if norms is not None and (j + 1) % S == 0:
                 self._record_norm(norms, f0 + (j + 1) // S, self._seg_states[j + 1])
-            if self.check_finite:
-                self._backward_checked(tapes[j], f0 + j // S, j % S)
-            else:
-                tapes[j].backward()
+            with self._flush:  # the adjoints only: the norms' numpy arithmetic keeps gradual underflow
+                if self.check_finite:
+                    self._backward_checked(tapes[j], f0 + j // S, j % S)
+                else:
+                    tapes[j].backward()
         if norms is not None and f0 == 0:
             self._record_norm(norms, 0, self._seg_states[0])
 

@@ -204,7 +204,10 @@ def solve_plane_contacts_adjoint_kernel(
     then each function's forward again inside its adjoint); this computes the forward values once and
     reverses them: the plane's distance is the particle's height along the world normal n (constant), so
     d depth / d x = -n. ``adj_delta`` is the gradient of the corrections the forward kernel added into (read);
-    the rest are added into (None: skipped), as in :mod:`.hand_adjoint`."""
+    the rest are added into (None: skipped), as in :mod:`.hand_adjoint`. Its first lines restate the forward
+    kernel's static branch rather than sharing a ``wp.func`` with it: a function there would cost the other
+    shape types' generated adjoint one more forward evaluation (measured on a looping variant of the kernel:
+    3.5x -> 4.6x its forward, benchmarks/README.md)."""
     c = wp.tid()
     if c >= contacts.count[0]:
         return

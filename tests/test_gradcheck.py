@@ -8,6 +8,8 @@ expected outcome of each check is known exactly.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,10 @@ class NoisyProblem:
 
     def _noise(self, values):
         key = np.concatenate([values["x"], values["y"]]).tobytes()
-        return self.sigma * np.random.default_rng(abs(hash(key)) % 2 ** 32).standard_normal()
+        # a stable digest: Python's hash() of bytes is salted per process (PYTHONHASHSEED), which made the noise,
+        # and the pooled estimate the test bounds, differ from run to run (one CI run estimated 4.9e-8 < 5e-8)
+        seed = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+        return self.sigma * np.random.default_rng(seed).standard_normal()
 
     def loss(self, values):
         x, y = values["x"], values["y"]
